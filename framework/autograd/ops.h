@@ -1,0 +1,119 @@
+#pragma once
+// Differentiable ops. Each records its backward on the tape when grad mode is on and an input
+// requires a gradient; forward and backward of each op sit side by side in autograd/ops/*.cpp.
+// All float ops accept float32 and float64 (float64 is what the gradient checks use).
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "framework/tensor/tensor.h"
+
+namespace qat {
+
+class Generator;
+using Pair = std::array<std::int64_t, 2>;
+
+// ---- elementwise, NumPy broadcasting (ops/elementwise.cpp) --------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor add(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+Tensor div(const Tensor& x, double s);
+Tensor rsub(double s, const Tensor& x);  // s - x
+Tensor rdiv(double s, const Tensor& x);  // s / x
+Tensor pow(const Tensor& x, double exponent);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& x, double s) { return add(x, s); }
+inline Tensor operator+(double s, const Tensor& x) { return add(x, s); }
+inline Tensor operator-(const Tensor& x, double s) { return add(x, -s); }
+inline Tensor operator-(double s, const Tensor& x) { return rsub(s, x); }
+inline Tensor operator*(const Tensor& x, double s) { return mul(x, s); }
+inline Tensor operator*(double s, const Tensor& x) { return mul(x, s); }
+inline Tensor operator/(const Tensor& x, double s) { return div(x, s); }
+inline Tensor operator/(double s, const Tensor& x) { return rdiv(s, x); }
+
+// ---- pointwise (ops/activation.cpp) -------------------------------------------------------
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+/// min(max(x, lo), hi); the gradient passes where lo <= x <= hi.
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+// ---- shape (ops/shape.cpp) ----------------------------------------------------------------
+/// Same data, new shape; one dimension may be -1 (inferred).
+Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);
+inline Tensor view(const Tensor& x, const std::vector<std::int64_t>& shape) { return reshape(x, shape); }
+/// Merges dimensions start_dim..end_dim into one.
+Tensor flatten(const Tensor& x, int start_dim = 1, int end_dim = -1);
+/// Swaps two dimensions (copies: tensors are always contiguous).
+Tensor transpose(const Tensor& x, int dim0, int dim1);
+
+// ---- linear algebra (ops/linalg.cpp) ------------------------------------------------------
+/// (M,K) x (K,N) -> (M,N); batched (B,M,K) x (B,K,N) -> (B,M,N).
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// y = x W^T + b for x (N,in), weight (out,in), optional bias (out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- reductions (ops/reduce.cpp) ----------------------------------------------------------
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, int dim, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int dim, bool keepdim = false);
+/// Largest value; the gradient goes to the first maximal element.
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, int dim, bool keepdim = false);
+/// Index of the first maximum along `dim`, as int64 (not differentiable).
+Tensor argmax(const Tensor& x, int dim);
+
+// ---- losses (ops/loss.cpp) ----------------------------------------------------------------
+Tensor log_softmax(const Tensor& x, int dim = -1);
+/// Mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (N,C), labels int64 (N).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+/// mean((input - target)^2)
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+// ---- convolution and pooling (ops/conv.cpp, ops/pool.cpp) ---------------------------------
+struct Conv2dParams {
+  Pair stride{1, 1};
+  Pair padding{0, 0};
+  Pair dilation{1, 1};
+  std::int64_t groups = 1;
+};
+/// x (N,C,H,W), weight (O,C/groups,kh,kw), optional bias (O) -> (N,O,Ho,Wo).
+/// im2col + GEMM per group; the column buffer comes from the pool.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dParams& p = {});
+
+struct Pool2dParams {
+  Pair kernel{2, 2};
+  Pair stride{0, 0};  // {0,0} means stride = kernel
+  Pair padding{0, 0};
+  bool count_include_pad = true;  // avg_pool2d only
+};
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+/// Average pooling to a fixed output size, with PyTorch's bin edges floor(i*H/oh)..ceil((i+1)*H/oh).
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+/// (N,C,H,W) -> (N,C,1,1)
+Tensor global_avg_pool2d(const Tensor& x);
+
+// ---- normalisation and regularisation (ops/norm.cpp, ops/dropout.cpp) ---------------------
+/// Batch norm over (N,C,...) per channel C. training: normalises with the batch statistics and
+/// updates running_mean/var in place (running = (1-momentum)*running + momentum*batch, the
+/// variance unbiased); eval: normalises with the running statistics. weight/bias optional.
+Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+/// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p) when training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+}  // namespace qat

@@ -1,0 +1,76 @@
+// Pointwise nonlinearities: forward and backward side by side.
+#include <algorithm>
+#include <cmath>
+
+#include "framework/autograd/node.h"
+#include "framework/autograd/ops.h"
+#include "framework/autograd/ops/pointwise.h"
+
+namespace qat {
+
+using Grads = std::vector<Tensor>;
+using Inputs = std::vector<Tensor>;
+
+// relu(x) = max(x, 0);  dx = g * [x > 0]
+Tensor relu(const Tensor& x) {
+  Tensor out = detail::map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  autograd::record(out, "relu", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
+    gi[0] = detail::map2(g, in[0], "relu_backward",
+                         [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); });
+  });
+  return out;
+}
+
+// y = 1 / (1 + e^-x);  dx = g * y * (1 - y)
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = detail::map(x, "sigmoid", [](auto v) { return 1 / (1 + std::exp(-v)); });
+  autograd::record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
+    gi[0] = detail::map2(g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); });
+  });
+  return out;
+}
+
+// y = tanh(x);  dx = g * (1 - y^2)
+Tensor tanh(const Tensor& x) {
+  Tensor out = detail::map(x, "tanh", [](auto v) { return std::tanh(v); });
+  autograd::record(out, "tanh", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
+    gi[0] = detail::map2(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); });
+  });
+  return out;
+}
+
+// y = e^x;  dx = g * y
+Tensor exp(const Tensor& x) {
+  Tensor out = detail::map(x, "exp", [](auto v) { return std::exp(v); });
+  autograd::record(out, "exp", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
+    gi[0] = detail::map2(g, y, "exp_backward", [](auto gv, auto yv) { return gv * yv; });
+  });
+  return out;
+}
+
+// y = ln x;  dx = g / x
+Tensor log(const Tensor& x) {
+  Tensor out = detail::map(x, "log", [](auto v) { return std::log(v); });
+  autograd::record(out, "log", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
+    gi[0] = detail::map2(g, in[0], "log_backward", [](auto gv, auto xv) { return gv / xv; });
+  });
+  return out;
+}
+
+// y = min(max(x, lo), hi);  dx = g * [lo <= x <= hi]  (PyTorch's convention at the bounds)
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  QAT_REQUIRE(lo <= hi, "clamp", "lo (", lo, ") must not exceed hi (", hi, ")");
+  Tensor out = detail::map(x, "clamp", [lo, hi](auto v) {
+    using T = decltype(v);
+    return std::min(std::max(v, static_cast<T>(lo)), static_cast<T>(hi));
+  });
+  autograd::record(out, "clamp", {x}, [lo, hi](const Tensor& g, const Inputs& in, Grads& gi) {
+    gi[0] = detail::map2(g, in[0], "clamp_backward", [lo, hi](auto gv, auto xv) {
+      using T = decltype(gv);
+      return (xv >= static_cast<T>(lo) && xv <= static_cast<T>(hi)) ? gv : T(0);
+    });
+  });
+  return out;
+}
+
+}  // namespace qat

@@ -1,0 +1,37 @@
+#pragma once
+// Internal: one-pass elementwise maps used by the pointwise ops and their backward functions.
+#include "framework/tensor/dispatch.h"
+#include "framework/tensor/tensor.h"
+
+namespace qat::detail {
+
+/// out[i] = f(x[i])
+template <class F>
+Tensor map(const Tensor& x, const char* fn, F f) {
+  require_float(x, fn, "x");
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), fn, [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const std::int64_t n = x.numel();
+    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+/// out[i] = f(a[i], b[i]) for same-shape tensors (e.g. gradient and saved activation).
+template <class F>
+Tensor map2(const Tensor& a, const Tensor& b, const char* fn, F f) {
+  QAT_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), fn);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), fn, [&]<class T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    const std::int64_t n = a.numel();
+    for (std::int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+  });
+  return out;
+}
+
+}  // namespace qat::detail

@@ -1,0 +1,46 @@
+#include "framework/tensor/parallel.h"
+
+#include <cstdlib>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "framework/tensor/blas.h"
+#include "framework/tensor/error.h"
+
+namespace qat {
+namespace {
+int default_threads() {
+  if (const char* env = std::getenv("QAT_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? static_cast<int>(hw) : 1;
+}
+int& threads() {
+  static int n = [] {
+    const int d = default_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(d);
+#endif
+    return d;  // BLAS reads get_num_threads() when it loads
+  }();
+  return n;
+}
+}  // namespace
+
+void set_num_threads(int n) {
+  QAT_REQUIRE(n >= 1, "set_num_threads", "n must be >= 1, got ", n);
+  threads() = n;
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#endif
+  detail::blas_set_num_threads(n);
+}
+
+int get_num_threads() { return threads(); }
+
+}  // namespace qat

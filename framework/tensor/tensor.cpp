@@ -1,0 +1,260 @@
+#include "framework/tensor/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include "framework/autograd/engine.h"
+#include "framework/tensor/dispatch.h"
+#include "framework/tensor/random.h"
+
+namespace qat {
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(
+      static_cast<std::size_t>(shape.numel()) * element_size(dtype), device);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
+  QAT_REQUIRE(static_cast<std::int64_t>(values.size()) == shape.numel(), "Tensor::from_vector",
+              "got ", values.size(), " values for shape ", shape, " (", shape.numel(),
+              " elements)");
+  Tensor t = empty(shape, dtype_of_v<T>);
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+Tensor Tensor::uniform(const Shape& shape, double lo, double hi, Generator& gen, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  detail::dispatch_float(dtype, "Tensor::uniform", [&]<class T>() {
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(lo + (hi - lo) * gen.uniform());
+  });
+  return t;
+}
+
+Tensor Tensor::normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  detail::dispatch_float(dtype, "Tensor::normal", [&]<class T>() {
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(mean + std * gen.normal());
+  });
+  return t;
+}
+
+template <class T>
+T* Tensor::data() const {
+  const TensorImpl& s = impl();
+  QAT_REQUIRE(s.dtype == dtype_of_v<T>, "Tensor::data", "requested ", dtype_name(dtype_of_v<T>),
+              " from a ", dtype_name(s.dtype), " tensor of shape ", s.shape);
+  return static_cast<T*>(s.storage->data()) + s.offset;
+}
+
+void* Tensor::raw_data() const {
+  const TensorImpl& s = impl();
+  return static_cast<char*>(s.storage->data()) + s.offset * element_size(s.dtype);
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const T* p = data<T>();
+  return std::vector<T>(p, p + numel());
+}
+
+double Tensor::item() const {
+  QAT_REQUIRE(numel() == 1, "Tensor::item", "tensor of shape ", shape(), " has ", numel(),
+              " elements, expected 1");
+  return detail::dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape(), dtype());
+  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return t;
+}
+
+namespace {
+// float -> integer: round half to even (the default FP rounding mode), then saturate.
+template <class To, class From>
+To convert_value(From v) {
+  if constexpr (std::is_floating_point_v<To> || !std::is_floating_point_v<From>) {
+    return static_cast<To>(v);
+  } else {
+    if (std::isnan(v)) return 0;
+    const From r = std::nearbyint(v);
+    if (r <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (r >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(r);
+  }
+}
+}  // namespace
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return clone();
+  Tensor t = empty(shape(), target);
+  const std::int64_t n = numel();
+  detail::dispatch_any(dtype(), [&]<class From>() {
+    detail::dispatch_any(target, [&]<class To>() {
+      const From* src = data<From>();
+      To* dst = t.data<To>();
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = convert_value<To>(src[i]);
+    });
+  });
+  return t;
+}
+
+Tensor Tensor::view_as_shape(const Shape& new_shape) const {
+  QAT_REQUIRE(new_shape.numel() == numel(), "Tensor::view_as_shape", "cannot view shape ",
+              shape(), " as ", new_shape);
+  auto v = std::make_shared<TensorImpl>();
+  v->storage = impl().storage;
+  v->offset = impl().offset;
+  v->shape = new_shape;
+  v->dtype = dtype();
+  return Tensor(std::move(v));
+}
+
+Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
+  QAT_REQUIRE(dim() >= 1, "Tensor::rows", "tensor of shape ", shape(), " has no rows");
+  QAT_REQUIRE(0 <= begin && begin <= end && end <= size(0), "Tensor::rows", "range [", begin,
+              ", ", end, ") is out of bounds for shape ", shape());
+  Shape s = shape();
+  const std::int64_t row = s[0] == 0 ? 0 : numel() / s[0];
+  s[0] = end - begin;
+  auto v = std::make_shared<TensorImpl>();
+  v->storage = impl().storage;
+  v->offset = impl().offset + begin * row;
+  v->shape = s;
+  v->dtype = dtype();
+  return Tensor(std::move(v));
+}
+
+Tensor& Tensor::fill_(double value) {
+  detail::dispatch_any(dtype(), [&]<class T>() {
+    T* p = data<T>();
+    const T v = static_cast<T>(value);
+    for (std::int64_t i = 0; i < numel(); ++i) p[i] = v;
+  });
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  QAT_REQUIRE(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_", "source ",
+              dtype_name(src.dtype()), src.shape(), " does not match destination ",
+              dtype_name(dtype()), shape());
+  if (!is_same(src)) std::memmove(raw_data(), src.raw_data(), nbytes());
+  return *this;
+}
+
+Tensor& Tensor::requires_grad_(bool value) {
+  QAT_REQUIRE(is_leaf(), "Tensor::requires_grad_",
+              "can only be set on a leaf tensor (this one was produced by an op)");
+  QAT_REQUIRE(!value || is_floating(dtype()), "Tensor::requires_grad_",
+              "only floating point tensors can require gradients, got ", dtype_name(dtype()));
+  impl().requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const auto& g = impl().grad;
+  return g ? Tensor(g) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    QAT_REQUIRE(g.shape() == shape() && g.dtype() == dtype(), "Tensor::set_grad", "gradient ",
+                dtype_name(g.dtype()), g.shape(), " does not match tensor ", dtype_name(dtype()),
+                shape());
+  }
+  impl().grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+Tensor Tensor::detach() const { return view_as_shape(shape()); }
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  autograd::backward(*this, grad_output, retain_graph);
+}
+
+std::string Tensor::str() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+std::ostream& operator<<(std::ostream& os, Device d) { return os << device_name(d); }
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(" << dtype_name(t.dtype()) << t.shape() << ", [";
+  const std::int64_t n = t.numel(), shown = std::min<std::int64_t>(n, 8);
+  detail::dispatch_any(t.dtype(), [&]<class T>() {
+    const T* p = t.data<T>();
+    for (std::int64_t i = 0; i < shown; ++i) {
+      if (i) os << ", ";
+      if constexpr (sizeof(T) == 1) os << static_cast<int>(p[i]); else os << p[i];
+    }
+  });
+  if (n > shown) os << ", ...";
+  os << "]";
+  if (t.requires_grad()) os << ", requires_grad";
+  return os << ")";
+}
+
+void require_dtype(const Tensor& t, DType dtype, const char* fn, const char* arg) {
+  QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
+  QAT_REQUIRE(t.dtype() == dtype, fn, "argument '", arg, "' must be ", dtype_name(dtype),
+              ", got ", dtype_name(t.dtype()), " of shape ", t.shape());
+}
+
+void require_float(const Tensor& t, const char* fn, const char* arg) {
+  QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
+  QAT_REQUIRE(is_floating(t.dtype()), fn, "argument '", arg,
+              "' must be float32 or float64, got ", dtype_name(t.dtype()), " of shape ", t.shape());
+}
+
+void require_rank(const Tensor& t, int rank, const char* fn, const char* arg) {
+  QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
+  QAT_REQUIRE(t.dim() == rank, fn, "argument '", arg, "' must have rank ", rank,
+              ", got shape ", t.shape());
+}
+
+#define QAT_INSTANTIATE(T)                                                        \
+  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&);    \
+  template T* Tensor::data<T>() const;                                            \
+  template std::vector<T> Tensor::to_vector<T>() const;
+QAT_INSTANTIATE(float)
+QAT_INSTANTIATE(double)
+QAT_INSTANTIATE(std::int8_t)
+QAT_INSTANTIATE(std::uint8_t)
+QAT_INSTANTIATE(std::int16_t)
+QAT_INSTANTIATE(std::int32_t)
+QAT_INSTANTIATE(std::int64_t)
+#undef QAT_INSTANTIATE
+
+}  // namespace qat

@@ -1,0 +1,123 @@
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/tensor/dtype.h"
+#include "framework/tensor/error.h"
+#include "framework/tensor/shape.h"
+#include "framework/tensor/storage.h"
+
+namespace qat {
+
+class Generator;
+struct Node;
+
+/// Shared state behind a Tensor handle.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  std::int64_t offset = 0;  // in elements
+  Shape shape;
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves)
+  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor (non-leaves)
+};
+
+/// A value-semantics handle over a contiguous row-major tensor: copying a Tensor shares the
+/// data and the autograd state (like torch::Tensor). `clone()` copies the data.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation ------------------------------------------------------------------------
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::Float32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+  /// A rank-0 tensor holding `value`.
+  static Tensor scalar(double value, DType dtype = DType::Float32);
+  /// Copies `values` into a new tensor of `shape` (numel must match) with T's dtype.
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  /// Uniform in [lo, hi) / normal(mean, std), drawn from `gen`.
+  static Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen,
+                        DType dtype = DType::Float32);
+  static Tensor normal(const Shape& shape, double mean, double std, Generator& gen,
+                       DType dtype = DType::Float32);
+
+  // ---- inspection ----------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int dim() const { return impl().shape.rank(); }
+  /// Size of dimension `d` (negative counts from the end).
+  std::int64_t size(int d) const { return impl().shape.at(d); }
+  std::int64_t numel() const { return impl().shape.numel(); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
+
+  /// Typed pointer to the first element; throws if T does not match dtype().
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+  template <class T>
+  std::vector<T> to_vector() const;
+  /// The value of a one-element tensor, converted to double.
+  double item() const;
+
+  /// Deep copy of the data (no autograd history).
+  Tensor clone() const;
+  /// Converted copy (no autograd history); float -> int rounds half to even and saturates.
+  Tensor to(DType dtype) const;
+  /// Same data, new shape with the same numel (no autograd history; see qat::reshape for the op).
+  Tensor view_as_shape(const Shape& shape) const;
+  /// Rows [begin, end) along dimension 0, sharing storage (no autograd history).
+  Tensor rows(std::int64_t begin, std::int64_t end) const;
+
+  /// In-place writes; they bypass autograd and are meant for initialisation and optimizers.
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);
+
+  // ---- autograd ------------------------------------------------------------------------
+  bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as needing gradients. Throws on a non-leaf.
+  Tensor& requires_grad_(bool value = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  /// The accumulated gradient, or an undefined tensor.
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  /// Drops the accumulated gradient (the next backward allocates a fresh one).
+  void zero_grad();
+  /// Same data, cut from the graph.
+  Tensor detach() const;
+  /// Reverse-mode differentiation from this tensor. `grad_output` defaults to 1 for a
+  /// one-element tensor. The graph is freed afterwards unless `retain_graph`.
+  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false) const;
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+
+  TensorImpl& impl() const {
+    QAT_REQUIRE(impl_ != nullptr, "Tensor", "use of an undefined tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  std::string str() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// Throws naming `fn` and `arg` unless `t` is defined and has dtype `dtype`.
+void require_dtype(const Tensor& t, DType dtype, const char* fn, const char* arg);
+/// Throws naming `fn` and `arg` unless `t` is defined, floating point and on the CPU.
+void require_float(const Tensor& t, const char* fn, const char* arg);
+/// Throws naming `fn` and `arg` unless `t` has rank `rank`.
+void require_rank(const Tensor& t, int rank, const char* fn, const char* arg);
+
+}  // namespace qat
