@@ -3,6 +3,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/tensor/dtype.h"
@@ -112,6 +113,10 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// (dotted name, tensor) pairs, in registration order: how modules expose parameters and
+/// buffers, and what optimizers and checkpoints consume.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Throws naming `fn` and `arg` unless `t` is defined and has dtype `dtype`.
 void require_dtype(const Tensor& t, DType dtype, const char* fn, const char* arg);
