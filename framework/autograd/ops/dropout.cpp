@@ -1,0 +1,2 @@
+// Placeholder: being implemented.
+namespace qat {}

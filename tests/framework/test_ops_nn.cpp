@@ -1,0 +1,2 @@
+#include <boost/test/unit_test.hpp>
+// Placeholder: being implemented.
