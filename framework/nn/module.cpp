@@ -1,2 +1,191 @@
-// Placeholder: being implemented.
-namespace qat {}
+#include "framework/nn/module.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+namespace qat::nn {
+namespace {
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+template <class List>
+auto find_named(List& list, const std::string& name) {
+  return std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.first == name; });
+}
+
+// Depth-first walk over (dotted prefix, module) pairs, without recursion.
+template <class F>
+void walk(const Module& root, F visit) {
+  std::vector<std::pair<std::string, const Module*>> stack{{"", &root}};
+  while (!stack.empty()) {
+    auto [prefix, m] = stack.back();
+    stack.pop_back();
+    visit(prefix, *m);
+    const auto& kids = m->named_children();
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.emplace_back(join(prefix, it->first), it->second.get());
+  }
+}
+}  // namespace
+
+void Module::check_new_name(const std::string& name, const char* fn) const {
+  QAT_REQUIRE(!name.empty() && name.find('.') == std::string::npos, fn, "invalid name '", name,
+              "' (must be non-empty and contain no '.')");
+  const bool taken = find_named(parameters_, name) != parameters_.end() ||
+                     find_named(buffers_, name) != buffers_.end() ||
+                     find_named(children_, name) != children_.end();
+  QAT_REQUIRE(!taken, fn, "name '", name, "' is already registered in ", type_name_);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  check_new_name(name, "Module::register_parameter");
+  require_float(value, "Module::register_parameter", name.c_str());
+  QAT_REQUIRE(value.is_leaf(), "Module::register_parameter", "parameter '", name,
+              "' must be a leaf tensor (detach it first)");
+  value.requires_grad_(true);
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  check_new_name(name, "Module::register_buffer");
+  QAT_REQUIRE(value.defined(), "Module::register_buffer", "buffer '", name, "' is undefined");
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::add_child(const std::string& name, ModulePtr module) {
+  check_new_name(name, "Module::register_module");
+  QAT_REQUIRE(module != nullptr, "Module::register_module", "child '", name, "' is null");
+  children_.emplace_back(name, std::move(module));
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  if (!recurse) return parameters_;
+  NamedTensors out;
+  walk(*this, [&](const std::string& prefix, const Module& m) {
+    for (const auto& [n, t] : m.parameters_) out.emplace_back(join(prefix, n), t);
+  });
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  if (!recurse) return buffers_;
+  NamedTensors out;
+  walk(*this, [&](const std::string& prefix, const Module& m) {
+    for (const auto& [n, t] : m.buffers_) out.emplace_back(join(prefix, n), t);
+  });
+  return out;
+}
+
+NamedTensors Module::named_state() const {
+  NamedTensors out = named_parameters();
+  NamedTensors b = named_buffers();
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+ModuleRefs Module::named_modules() {
+  ModuleRefs out;
+  walk(*this, [&](const std::string& prefix, const Module& m) {
+    out.emplace_back(prefix, const_cast<Module*>(&m));  // walk is shared with the const views
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+ModulePtr Module::child(const std::string& name) const {
+  auto it = find_named(children_, name);
+  QAT_REQUIRE(it != children_.end(), "Module::child", type_name_, " has no child '", name, "'");
+  return it->second;
+}
+
+Tensor Module::parameter(const std::string& name) const {
+  auto it = find_named(parameters_, name);
+  QAT_REQUIRE(it != parameters_.end(), "Module::parameter", type_name_, " has no parameter '", name, "'");
+  return it->second;
+}
+
+Tensor Module::buffer(const std::string& name) const {
+  auto it = find_named(buffers_, name);
+  QAT_REQUIRE(it != buffers_.end(), "Module::buffer", type_name_, " has no buffer '", name, "'");
+  return it->second;
+}
+
+bool Module::has_parameter(const std::string& name) const {
+  return find_named(parameters_, name) != parameters_.end();
+}
+
+bool Module::has_buffer(const std::string& name) const {
+  return find_named(buffers_, name) != buffers_.end();
+}
+
+ModulePtr Module::submodule(const std::string& path) const {
+  QAT_REQUIRE(!path.empty(), "Module::submodule", "empty path");
+  const Module* cur = this;
+  ModulePtr found;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t dot = std::min(path.find('.', start), path.size());
+    const std::string part = path.substr(start, dot - start);
+    auto it = find_named(cur->children_, part);
+    QAT_REQUIRE(it != cur->children_.end(), "Module::submodule", "no module '", path, "' ('",
+                part, "' not found in ", cur->type_name_, ")");
+    found = it->second;
+    cur = found.get();
+    start = dot + 1;
+  }
+  return found;
+}
+
+void Module::replace_child(const std::string& name, ModulePtr module) {
+  QAT_REQUIRE(module != nullptr, "Module::replace_child", "replacement for '", name, "' is null");
+  auto it = find_named(children_, name);
+  QAT_REQUIRE(it != children_.end(), "Module::replace_child", type_name_, " has no child '", name, "'");
+  module->train(training_);
+  it->second = std::move(module);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) t.zero_grad();
+}
+
+std::int64_t Module::num_parameters() const {
+  std::int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+std::string Module::summary() const {
+  std::ostringstream os;
+  os << std::left << std::setw(28) << "module" << std::setw(22) << "type" << std::setw(34)
+     << "parameters" << std::right << std::setw(10) << "count" << "\n";
+  std::int64_t total = 0;
+  walk(*this, [&](const std::string& prefix, const Module& m) {
+    std::string shapes;
+    std::int64_t count = 0;
+    for (const auto& [n, t] : m.parameters_) {
+      shapes += (shapes.empty() ? "" : " ") + n + t.shape().str();
+      count += t.numel();
+    }
+    total += count;
+    os << std::left << std::setw(28) << (prefix.empty() ? "(root)" : prefix) << std::setw(22)
+       << m.type_name_ << std::setw(34) << shapes << std::right << std::setw(10) << count << "\n";
+    if (!m.extra_repr().empty()) os << "    " << m.extra_repr() << "\n";
+  });
+  os << "total parameters: " << total << "\n";
+  return os.str();
+}
+
+}  // namespace qat::nn

@@ -1,2 +1,83 @@
-// Placeholder: being implemented.
-namespace qat {}
+#include "framework/optim/adam.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "framework/tensor/dispatch.h"
+
+namespace qat::optim {
+
+Adam::Adam(NamedTensors params, const Options& o) : Adam(std::move(params), o, "Adam", false) {}
+
+Adam::Adam(NamedTensors params, const Options& o, const char* fn, bool decoupled)
+    : Optimizer(std::move(params), o.lr, fn), options_(o), decoupled_(decoupled) {
+  for (int k = 0; k < 2; ++k)
+    QAT_REQUIRE(o.betas[k] >= 0 && o.betas[k] < 1, fn, "betas[", k, "] must be in [0, 1), got ",
+                o.betas[k]);
+  QAT_REQUIRE(o.eps > 0, fn, "eps must be > 0, got ", o.eps);
+  QAT_REQUIRE(o.weight_decay >= 0, fn, "weight_decay must be >= 0, got ", o.weight_decay);
+}
+
+AdamW::AdamW(NamedTensors params, const Options& o)
+    : Adam(std::move(params), {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad}, "AdamW", true) {}
+
+std::map<std::string, double> Adam::hyperparameters() const {
+  return {{"lr", lr()},
+          {"beta1", options_.betas[0]},
+          {"beta2", options_.betas[1]},
+          {"eps", options_.eps},
+          {"weight_decay", options_.weight_decay},
+          {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
+}
+
+std::vector<Optimizer::Slot> Adam::slots() const {
+  std::vector<Slot> s{{"step", false}, {"exp_avg", true}, {"exp_avg_sq", true}};
+  if (options_.amsgrad) s.push_back({"max_exp_avg_sq", true});
+  return s;
+}
+
+// One fused pass; scalars are rounded to T first and the operations happen in PyTorch's order
+// (torch/optim/adam.py and adamw.py, _single_tensor_adam[w]), so float32 results match it to
+// the last bit or so.
+void Adam::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) {
+  if (!state[0].defined()) {
+    state[0] = Tensor::zeros(Shape{}, DType::Int64);
+    for (std::size_t s = 1; s < state.size(); ++s)
+      state[s] = Tensor::zeros(param.shape(), param.dtype());
+  }
+  const std::int64_t t = ++*state[0].data<std::int64_t>();
+  const double beta1 = options_.betas[0], beta2 = options_.betas[1];
+  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(t));
+  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(t));
+  detail::dispatch_float(param.dtype(), decoupled_ ? "AdamW::step" : "Adam::step", [&]<class T>() {
+    const std::int64_t n = param.numel();
+    T* p = param.data<T>();
+    const T* gr = grad.data<T>();
+    T* m = state[1].data<T>();
+    T* v = state[2].data<T>();
+    T* v_max = options_.amsgrad ? state[3].data<T>() : nullptr;
+    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+    const T one_minus_b1 = static_cast<T>(1 - beta1), one_minus_b2 = static_cast<T>(1 - beta2);
+    const T wd = static_cast<T>(options_.weight_decay);
+    const T shrink = static_cast<T>(1 - lr() * options_.weight_decay);  // AdamW
+    const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+    const T eps = static_cast<T>(options_.eps);
+    const T neg_step_size = static_cast<T>(-(lr() / bias_correction1));
+    const bool l2 = !decoupled_ && options_.weight_decay != 0, decoupled = decoupled_;
+#pragma omp parallel for if (n >= (1 << 16))
+    for (std::int64_t i = 0; i < n; ++i) {
+      T g = gr[i];
+      if (l2) g = g + wd * p[i];
+      if (decoupled) p[i] = p[i] * shrink;
+      m[i] = m[i] * b1 + one_minus_b1 * g;
+      v[i] = v[i] * b2 + one_minus_b2 * g * g;
+      T second = v[i];
+      if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+      const T denom = std::sqrt(second) / bc2_sqrt + eps;
+      p[i] = p[i] + neg_step_size * m[i] / denom;
+    }
+  });
+}
+
+}  // namespace qat::optim

@@ -8,11 +8,10 @@
 
 #include "framework/tensor/error.h"
 #include "framework/tensor/parallel.h"
+#include "framework/tensor/sgemm.h"
 
-// The library is opened with dlopen instead of being linked, so that the kernel set can be
-// chosen before OpenBLAS initialises: OpenBLAS 0.3.21 (Debian 12) predates AMD Zen 4/5 and
-// falls back to its AVX2 "Haswell" kernels there; its AVX-512 "SkylakeX" kernels run about
-// 1.6x faster on those CPUs (bench/bench_gemm). OPENBLAS_CORETYPE set by the user wins.
+// The CBLAS library is opened at first use (QAT_BLAS_LIBRARY overrides the search), so the
+// library links without a BLAS at build time and reports which one and which kernels it runs.
 
 namespace qat::detail {
 namespace {
@@ -33,20 +32,7 @@ struct Blas {
   std::string info;
 };
 
-bool amd_with_avx512() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512dq");
-#else
-  return false;
-#endif
-}
-
 Blas load() {
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && amd_with_avx512())
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
   std::string tried;
   const char* env = std::getenv("QAT_BLAS_LIBRARY");
   const char* candidates[] = {env, "libopenblas.so.0", "libopenblas.so", "libcblas.so.3",
@@ -86,24 +72,43 @@ Blas& blas() {
 }  // namespace
 
 template <>
-void gemm<float>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                 const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
-                 float* C, std::int64_t ldc) {
+void blas_gemm<float>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                      const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
+                      float* C, std::int64_t ldc) {
   if (M == 0 || N == 0) return;
   blas().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K),
                alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
 template <>
-void gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
-                  const double* A, std::int64_t lda, const double* B, std::int64_t ldb,
-                  double beta, double* C, std::int64_t ldc) {
+void blas_gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+                       double alpha, const double* A, std::int64_t lda, const double* B,
+                       std::int64_t ldb, double beta, double* C, std::int64_t ldc) {
   if (M == 0 || N == 0) return;
   blas().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K),
                alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
-std::string blas_info() { return blas().info; }
+template <>
+void gemm<float>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                 const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
+                 float* C, std::int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (sgemm_available()) sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else blas_gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <>
+void gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
+                  const double* A, std::int64_t lda, const double* B, std::int64_t ldb,
+                  double beta, double* C, std::int64_t ldc) {
+  blas_gemm<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+std::string blas_info() {
+  return (sgemm_available() ? std::string("float32: qat sgemm (AVX-512); float64: ")
+                            : std::string("float32 and float64: ")) + blas().info;
+}
 
 void blas_set_num_threads(int n) {
   Blas& b = blas();

@@ -1,5 +1,6 @@
 #pragma once
-// Internal: GEMM through the system's CBLAS (OpenBLAS), loaded at first use.
+// Internal: GEMM. float32 runs the library's own AVX-512 kernel where the CPU has it
+// (tensor/sgemm.h), else the system CBLAS (OpenBLAS, loaded at first use); float64 always BLAS.
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,12 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
           const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
           std::int64_t ldc);
+
+/// Always the system CBLAS (the reference that tests and benchmarks compare gemm against).
+template <class T>
+void blas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+               const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
+               std::int64_t ldc);
 
 /// Which BLAS library and kernel set is in use, e.g. "libopenblas.so.0 (SkylakeX)".
 std::string blas_info();

@@ -30,6 +30,8 @@ int& threads() {
   }();
   return n;
 }
+// Apply the default to OpenMP at start-up, before any parallel loop runs.
+[[maybe_unused]] const int startup_threads = threads();
 }  // namespace
 
 void set_num_threads(int n) {

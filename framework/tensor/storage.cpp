@@ -1,5 +1,6 @@
 #include "framework/tensor/storage.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -27,11 +28,12 @@ CachingAllocator::Impl& CachingAllocator::impl() const {
   return *impl;
 }
 
-// Size classes: 64 B minimum, then {4,5,6,7} * 2^k, i.e. steps of 1/4 of a power of two.
+// Size classes: steps of 1/4 of a power of two ({4,5,6,7} * 2^k), rounded up to a multiple of
+// 64 bytes (aligned_alloc requires the size to be a multiple of the alignment).
 std::size_t CachingAllocator::size_class(std::size_t nbytes) {
   if (nbytes <= 64) return 64;
   const std::size_t pow2 = std::bit_floor(nbytes - 1);  // largest power of two below nbytes
-  const std::size_t step = pow2 / 4;
+  const std::size_t step = std::max<std::size_t>(pow2 / 4, 64);
   return (nbytes + step - 1) / step * step;
 }
 

@@ -16,7 +16,7 @@ struct AllocatorStats {
 };
 
 /// A caching pool of aligned buffers, bucketed by size class (four classes per power of two,
-/// so at most 25% slack). Freed buffers go back to their bucket; the pool grows on demand and
+/// so at most 25% slack beyond 64 bytes). Freed buffers go back to their bucket; the pool grows on demand and
 /// never fails for lack of a preset size. Thread-safe.
 class CachingAllocator {
  public:

@@ -1,2 +1,445 @@
+// Convolution, pooling, batch norm and dropout: gradient checks (central differences, float64),
+// hand-computed values, error messages, and golden vectors from PyTorch 1.13
+// (tests/golden/gen_framework_golden.py), compared in float64 and in float32.
 #include <boost/test/unit_test.hpp>
-// Placeholder: being implemented.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
+
+#include "common/golden.h"
+#include "common/gradcheck.h"
+#include "framework/autograd/ops.h"
+#include "framework/tensor/parallel.h"
+#include "framework/tensor/random.h"
+
+using namespace qat;
+using test::check_gradients;
+using test::rand_double;
+using V = std::vector<Tensor>;
+namespace tt = boost::test_tools;
+
+namespace {
+
+const std::vector<test::GoldenCase>& golden() {
+  static const auto cases = test::load_golden("golden/framework_ops.txt");
+  return cases;
+}
+
+std::int64_t as_int(const test::GoldenCase& c, const std::string& key) {
+  return static_cast<std::int64_t>(c.scalar(key));
+}
+
+Pair pair_of(const test::GoldenCase& c, const std::string& key) {
+  return {as_int(c, key + "_h"), as_int(c, key + "_w")};
+}
+
+// |actual - expected| <= rtol * max(|expected|, max|expected|) elementwise (expected is float64).
+void expect_close(const Tensor& actual, const Tensor& expected, double rtol, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(actual.defined(), what << ": no tensor");
+  BOOST_REQUIRE_MESSAGE(actual.shape() == expected.shape(),
+                        what << ": shape " << actual.shape() << " vs expected " << expected.shape());
+  const auto a = actual.to(DType::Float64).to_vector<double>();
+  const auto e = expected.to_vector<double>();
+  double scale = 0;
+  for (double v : e) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    if (std::abs(a[i] - e[i]) > rtol * std::max(std::abs(e[i]), scale)) {
+      BOOST_ERROR(what << ": element " << i << " is " << a[i] << ", expected " << e[i]);
+      return;
+    }
+  }
+}
+
+Tensor leaf(const test::GoldenCase& c, const std::string& key, DType dt) {
+  return c.tensor(key).to(dt).requires_grad_();
+}
+
+// Backpropagates sum(out * gout) and compares out and the gradients of `inputs` with the case.
+void check_golden(const test::GoldenCase& c, const Tensor& out,
+                  const std::vector<std::pair<std::string, Tensor>>& inputs, double rtol) {
+  const std::string tag = c.name + (out.dtype() == DType::Float32 ? " (float32)" : " (float64)");
+  expect_close(out, c.tensor("out"), rtol, tag + " out");
+  sum(mul(out, c.tensor("gout").to(out.dtype()))).backward();
+  for (const auto& [key, t] : inputs)
+    if (t.defined()) expect_close(t.grad(), c.tensor("grad_" + key), rtol, tag + " grad_" + key);
+}
+
+template <class F>
+void expect_error(F f, const std::string& message) {
+  try {
+    f();
+    BOOST_ERROR("expected qat::Error: " << message);
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()) == message);
+  }
+}
+
+// A float64 leaf holding a shuffled arithmetic sequence: distinct values 0.037 apart, so the
+// argmax of a pooling window does not flip under finite-difference steps.
+Tensor distinct_values(const Shape& shape, std::uint64_t seed) {
+  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
+  std::iota(v.begin(), v.end(), 0.0);
+  Generator gen(seed);
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen.below(i)]);
+  for (double& x : v) x = x * 0.037 - 1.0;
+  return Tensor::from_vector<double>(v, shape).requires_grad_();
+}
+
+Conv2dParams conv_params(Pair stride, Pair padding, Pair dilation, std::int64_t groups) {
+  return Conv2dParams{stride, padding, dilation, groups};
+}
+
+std::function<Tensor(const V&)> conv_of(const Conv2dParams& p) {
+  return [p](const V& in) { return conv2d(in[0], in[1], in[2], p); };
+}
+
+Pool2dParams pool_params(Pair kernel, Pair stride, Pair padding, bool count_include_pad = true) {
+  return Pool2dParams{kernel, stride, padding, count_include_pad};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ops_nn)
+
+// ---- conv2d ------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(grad_conv2d) {
+  struct Config {
+    const char* name;
+    Shape x, w;
+    Conv2dParams p;
+    bool bias;
+  };
+  const Config configs[] = {
+      {"conv_basic", {2, 3, 6, 5}, {4, 3, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {"conv_stride2_pad_rect", {2, 3, 7, 8}, {4, 3, 3, 2}, conv_params({2, 2}, {1, 2}, {1, 1}, 1),
+       true},
+      {"conv_dilation2_groups2", {2, 4, 7, 7}, {6, 2, 3, 3}, conv_params({1, 1}, {2, 2}, {2, 2}, 2),
+       false},
+      {"conv_mixed_groups3", {1, 6, 7, 9}, {3, 2, 2, 3}, conv_params({2, 1}, {0, 1}, {1, 2}, 3), true},
+      {"conv_1x1", {2, 4, 3, 3}, {5, 4, 1, 1}, conv_params({1, 1}, {0, 0}, {1, 1}, 1), true},
+  };
+  std::uint64_t seed = 100;
+  for (const Config& c : configs) {
+    auto x = rand_double(c.x, seed++), w = rand_double(c.w, seed++);
+    auto b = c.bias ? rand_double(Shape{c.w[0]}, seed++) : Tensor();
+    check_gradients(c.name, conv_of(c.p), {x, w, b});
+  }
+  // weight-only (the first layer of a CNN) and input-only gradients
+  auto x = rand_double(Shape{2, 1, 6, 6}, seed++), w = rand_double(Shape{3, 1, 3, 3}, seed++);
+  auto b = rand_double(Shape{3}, seed++);
+  x.requires_grad_(false);
+  const Conv2dParams p = conv_params({1, 1}, {1, 1}, {1, 1}, 1);
+  check_gradients("conv_weight_only", conv_of(p), {x, w, b});
+  BOOST_TEST(!x.grad().defined());
+  x.requires_grad_(true);
+  w.requires_grad_(false);
+  b.requires_grad_(false);
+  check_gradients("conv_input_only", conv_of(p), {x, w, b});
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_values) {
+  // 3x3 input 1..9, 2x2 kernel of ones: each output is the sum of its window, plus the bias
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{1, 1, 3, 3});
+  Tensor w = Tensor::ones(Shape{2, 1, 2, 2});
+  Tensor b = Tensor::from_vector<float>({0, 100}, Shape{2});
+  BOOST_TEST(conv2d(x, w, b).to_vector<float>() ==
+                 (std::vector<float>{12, 16, 24, 28, 112, 116, 124, 128}),
+             tt::per_element());
+  // padding 1, stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1)
+  const Conv2dParams p{{2, 2}, {1, 1}};  // stride, padding
+  BOOST_TEST(conv2d(x, w.rows(0, 1), Tensor(), p).to_vector<float>() ==
+                 (std::vector<float>{1, 5, 11, 28}),
+             tt::per_element());
+  BOOST_TEST(conv2d(x, w.rows(0, 1), Tensor(), p).shape() == (Shape{1, 1, 2, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_errors) {
+  Tensor x = Tensor::zeros(Shape{1, 3, 5, 5}), w = Tensor::zeros(Shape{2, 3, 3, 3});
+  auto conv = [&](Pair stride, Pair padding, Pair dilation, std::int64_t groups) {
+    return conv2d(x, w, Tensor(), conv_params(stride, padding, dilation, groups));
+  };
+  expect_error([&] { conv2d(x, Tensor::zeros(Shape{2, 2, 3, 3})); },
+               "conv2d: weight of shape [2, 2, 3, 3] with groups=1 expects 2 input channels, but x "
+               "of shape [1, 3, 5, 5] has 3");
+  expect_error([&] { conv({0, 1}, {0, 0}, {1, 1}, 1); }, "conv2d: stride must be positive, got (0, 1)");
+  expect_error([&] { conv2d(x, Tensor::zeros(Shape{2, 3, 6, 3})); },
+               "conv2d: kernel 6x3 (dilated 6x3) is larger than the padded input 5x5");
+  BOOST_CHECK_THROW(conv({1, 1}, {0, 0}, {1, 1}, 2), Error);  // 3 channels in 2 groups
+  BOOST_CHECK_THROW(conv({1, 1}, {0, 0}, {0, 1}, 1), Error);
+  BOOST_CHECK_THROW(conv({1, 1}, {-1, 0}, {1, 1}, 1), Error);
+  BOOST_CHECK_THROW(conv2d(Tensor::zeros(Shape{3, 5, 5}), w), Error);
+  BOOST_CHECK_THROW(conv2d(x, Tensor::zeros(Shape{2, 3, 3, 3}, DType::Float64)), Error);
+  BOOST_CHECK_THROW(conv2d(x, w, Tensor::zeros(Shape{3})), Error);
+  BOOST_CHECK_THROW(conv2d(Tensor::zeros(Shape{0, 3, 5, 5}), w), Error);
+  BOOST_CHECK_THROW(conv2d(x, Tensor::zeros(Shape{2, 3, 3, 3}, DType::Int32)), Error);
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_golden) {
+  int n = 0;
+  for (const auto& c : golden()) {
+    if (c.name.rfind("conv_", 0) != 0) continue;
+    ++n;
+    const Conv2dParams p = conv_params(pair_of(c, "stride"), pair_of(c, "padding"),
+                                       pair_of(c, "dilation"), as_int(c, "groups"));
+    for (auto [dt, rtol] : {std::pair{DType::Float64, 1e-10}, std::pair{DType::Float32, 1e-5}}) {
+      Tensor x = leaf(c, "x", dt), w = leaf(c, "weight", dt);
+      Tensor b = c.has("bias") ? leaf(c, "bias", dt) : Tensor();
+      check_golden(c, conv2d(x, w, b, p), {{"x", x}, {"weight", w}, {"bias", b}}, rtol);
+    }
+  }
+  BOOST_TEST(n == 6);
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_is_deterministic) {
+  Generator gen(7);
+  Tensor x = Tensor::normal(Shape{8, 4, 12, 12}, 0, 1, gen).requires_grad_();
+  Tensor w = Tensor::normal(Shape{6, 4, 5, 5}, 0, 1, gen).requires_grad_();
+  Tensor b = Tensor::normal(Shape{6}, 0, 1, gen).requires_grad_();
+  Tensor g = Tensor::normal(Shape{8, 6, 12, 12}, 0, 1, gen);
+  const Conv2dParams p{{1, 1}, {2, 2}};
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    Tensor y = conv2d(x, w, b, p);
+    y.backward(g);
+    runs.push_back(y.to_vector<float>());
+    for (const Tensor& t : {x, w, b}) {
+      auto v = t.grad().to_vector<float>();
+      runs.back().insert(runs.back().end(), v.begin(), v.end());
+    }
+  }
+  BOOST_TEST(runs[0] == runs[1], tt::per_element());
+}
+
+// ---- pooling -----------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(grad_pooling) {
+  auto x = distinct_values(Shape{2, 3, 7, 7}, 1);  // k3 s2 p1 clips both edges
+  const std::pair<const char*, Pool2dParams> max_configs[] = {
+      {"max_k2", pool_params({2, 2}, {0, 0}, {0, 0})},
+      {"max_k3_s2_p1", pool_params({3, 3}, {2, 2}, {1, 1})},
+      {"max_rect_overlap", pool_params({3, 2}, {1, 2}, {1, 0})},
+  };
+  for (const auto& [name, p] : max_configs)
+    check_gradients(name, [p = p](const V& in) { return max_pool2d(in[0], p); }, {x});
+  const std::pair<const char*, Pool2dParams> avg_configs[] = {
+      {"avg_k2", pool_params({2, 2}, {0, 0}, {0, 0})},
+      {"avg_k3_s2_p1_incl", pool_params({3, 3}, {2, 2}, {1, 1}, true)},
+      {"avg_k3_s2_p1_excl", pool_params({3, 3}, {2, 2}, {1, 1}, false)},
+      {"avg_rect_excl", pool_params({2, 3}, {1, 2}, {1, 1}, false)},
+  };
+  for (const auto& [name, p] : avg_configs)
+    check_gradients(name, [p = p](const V& in) { return avg_pool2d(in[0], p); }, {x});
+  auto y = rand_double(Shape{2, 2, 7, 5}, 2);
+  for (Pair size : {Pair{3, 2}, Pair{9, 4}, Pair{7, 5}})
+    check_gradients("adaptive_7x5_to_" + std::to_string(size[0]) + "x" + std::to_string(size[1]),
+                    [size](const V& in) { return adaptive_avg_pool2d(in[0], size); }, {y});
+  check_gradients("global_avg", [](const V& in) { return global_avg_pool2d(in[0]); }, {y});
+}
+
+BOOST_AUTO_TEST_CASE(pooling_values) {
+  // all negative: padding counts as -inf for max and as 0 (counted or not) for avg
+  Tensor x = Tensor::from_vector<float>({-1, -2, -3, -4, -5, -6, -7, -8, -9}, Shape{1, 1, 3, 3});
+  const Pool2dParams p = pool_params({2, 2}, {2, 2}, {1, 1});
+  BOOST_TEST(max_pool2d(x, p).to_vector<float>() == (std::vector<float>{-1, -2, -4, -5}),
+             tt::per_element());
+  BOOST_TEST(avg_pool2d(x, p).to_vector<float>() == (std::vector<float>{-0.25, -1.25, -2.75, -7}),
+             tt::per_element());
+  BOOST_TEST(avg_pool2d(x, pool_params({2, 2}, {2, 2}, {1, 1}, false)).to_vector<float>() ==
+                 (std::vector<float>{-1, -2.5, -5.5, -7}),
+             tt::per_element());
+  BOOST_TEST(global_avg_pool2d(x).to_vector<float>() == (std::vector<float>{-5}), tt::per_element());
+  BOOST_TEST(global_avg_pool2d(x).shape() == (Shape{1, 1, 1, 1}));
+  // NaN propagates through max like in PyTorch
+  Tensor nan = Tensor::from_vector<float>({1, NAN, 3, 4}, Shape{1, 1, 2, 2});
+  BOOST_TEST(std::isnan(max_pool2d(nan, pool_params({2, 2}, {0, 0}, {0, 0})).item()));
+  // the gradient goes to the argmax of each window, accumulating where windows overlap
+  Tensor y = Tensor::from_vector<double>({1, 9, 2, 3, 4, 5, 6, 7, 8}, Shape{1, 1, 3, 3});
+  y.requires_grad_();
+  sum(max_pool2d(y, pool_params({2, 2}, {1, 1}, {0, 0}))).backward();
+  BOOST_TEST(y.grad().to_vector<double>() == (std::vector<double>{0, 2, 0, 0, 0, 0, 0, 1, 1}),
+             tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(pooling_errors) {
+  Tensor x = Tensor::zeros(Shape{1, 2, 4, 4});
+  expect_error([&] { max_pool2d(x, pool_params({3, 3}, {1, 1}, {2, 2})); },
+               "max_pool2d: padding must be between 0 and half the kernel (3, 3), got (2, 2)");
+  expect_error([&] { avg_pool2d(x, pool_params({5, 2}, {1, 1}, {0, 0})); },
+               "avg_pool2d: kernel (5, 2) is larger than the padded input 4x4 (x of shape "
+               "[1, 2, 4, 4])");
+  expect_error([&] { adaptive_avg_pool2d(x, {0, 2}); },
+               "adaptive_avg_pool2d: output_size must be positive, got (0, 2)");
+  BOOST_CHECK_THROW(max_pool2d(x, pool_params({2, 2}, {-1, 1}, {0, 0})), Error);
+  BOOST_CHECK_THROW(max_pool2d(x, pool_params({0, 2}, {0, 0}, {0, 0})), Error);
+  BOOST_CHECK_THROW(max_pool2d(Tensor::zeros(Shape{2, 4, 4}), pool_params({2, 2}, {2, 2}, {0, 0})),
+                    Error);
+  BOOST_CHECK_THROW(global_avg_pool2d(Tensor::zeros(Shape{1, 2, 0, 4})), Error);
+  BOOST_CHECK_THROW(global_avg_pool2d(Tensor::zeros(Shape{1, 2, 4, 4}, DType::Int64)), Error);
+}
+
+BOOST_AUTO_TEST_CASE(pooling_golden) {
+  int n = 0;
+  for (const auto& c : golden()) {
+    const bool is_max = c.name.rfind("max_", 0) == 0, is_avg = c.name.rfind("avg_", 0) == 0;
+    const bool is_adaptive = c.name.rfind("adaptive_", 0) == 0;
+    if (!is_max && !is_avg && !is_adaptive) continue;
+    ++n;
+    for (auto [dt, rtol] : {std::pair{DType::Float64, 1e-10}, std::pair{DType::Float32, 1e-5}}) {
+      Tensor x = leaf(c, "x", dt), out;
+      if (is_adaptive) {
+        const Pair size{as_int(c, "out_h"), as_int(c, "out_w")};
+        out = size == Pair{1, 1} ? global_avg_pool2d(x) : adaptive_avg_pool2d(x, size);
+      } else {
+        const Pool2dParams p = pool_params(pair_of(c, "kernel"), pair_of(c, "stride"),
+                                           pair_of(c, "padding"),
+                                           is_avg && as_int(c, "count_include_pad") == 1);
+        out = is_max ? max_pool2d(x, p) : avg_pool2d(x, p);
+      }
+      check_golden(c, out, {{"x", x}}, rtol);
+    }
+  }
+  BOOST_TEST(n == 11);
+}
+
+// ---- batch norm --------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(grad_batch_norm) {
+  auto x2 = rand_double(Shape{6, 3}, 30, -2, 2), x4 = rand_double(Shape{3, 4, 3, 2}, 31, -2, 2);
+  auto w3 = rand_double(Shape{3}, 32, 0.5, 1.5), b3 = rand_double(Shape{3}, 33);
+  auto w4 = rand_double(Shape{4}, 34, 0.5, 1.5), b4 = rand_double(Shape{4}, 35);
+  Tensor rm3 = Tensor::zeros(Shape{3}, DType::Float64), rv3 = Tensor::ones(Shape{3}, DType::Float64);
+  Tensor rm4 = Tensor::full(Shape{4}, 0.2, DType::Float64);
+  Tensor rv4 = Tensor::full(Shape{4}, 1.5, DType::Float64);
+  auto bn = [](Tensor rm, Tensor rv, bool training) {
+    return [=](const V& in) { return batch_norm(in[0], rm, rv, in[1], in[2], training); };
+  };
+  check_gradients("bn_train_2d", bn(rm3, rv3, true), {x2, w3, b3});
+  check_gradients("bn_train_4d", bn(rm4, rv4, true), {x4, w4, b4});
+  check_gradients("bn_train_4d_noaffine", bn(rm4, rv4, true), {x4, Tensor(), Tensor()});
+  check_gradients("bn_train_no_running", bn(Tensor(), Tensor(), true), {x4, w4, b4});
+  check_gradients("bn_eval_2d", bn(rm3, rv3, false), {x2, w3, b3});
+  check_gradients("bn_eval_4d", bn(rm4, rv4, false), {x4, w4, b4});
+  check_gradients("bn_eval_4d_noaffine", bn(rm4, rv4, false), {x4, Tensor(), Tensor()});
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_values_and_errors) {
+  // one channel, values 1..4: mean 2.5, biased var 1.25, unbiased var 5/3
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}, Shape{4, 1});
+  Tensor rm = Tensor::zeros(Shape{1}), rv = Tensor::ones(Shape{1});  // float32 running stats
+  Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.5, 0.0);
+  BOOST_TEST(y.to_vector<double>()[0] == -1.5 / std::sqrt(1.25), tt::tolerance(1e-12));
+  BOOST_TEST(rm.item() == 1.25, tt::tolerance(1e-6));
+  BOOST_TEST(rv.item() == 0.5 + 0.5 * 5.0 / 3.0, tt::tolerance(1e-6));
+  // eval uses the running statistics and leaves them alone
+  Tensor e = batch_norm(x, rm, rv, Tensor(), Tensor(), false, 0.5, 0.0);
+  BOOST_TEST(e.to_vector<double>()[3] == (4 - 1.25) / std::sqrt(0.5 + 2.5 / 3.0), tt::tolerance(1e-6));
+  BOOST_TEST(rm.item() == 1.25, tt::tolerance(1e-6));
+  const Tensor none;
+  expect_error([&] { batch_norm(Tensor::zeros(Shape{1, 3, 1, 1}), none, none, none, none, true); },
+               "batch_norm: expected more than 1 value per channel when training, got x of shape "
+               "[1, 3, 1, 1]");
+  expect_error([&] { batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false); },
+               "batch_norm: eval mode needs running_mean and running_var");
+  BOOST_CHECK_THROW(batch_norm(x, rm, rv, Tensor::ones(Shape{2}, DType::Float64), none, true), Error);
+  BOOST_CHECK_THROW(batch_norm(x, rm, Tensor::ones(Shape{3}), Tensor(), Tensor(), true), Error);
+  BOOST_CHECK_THROW(batch_norm(x, rm, rv, Tensor::ones(Shape{1}), Tensor(), true), Error);  // dtype
+  BOOST_CHECK_THROW(batch_norm(Tensor::zeros(Shape{4}), none, none, none, none, true), Error);
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_golden) {
+  int n = 0;
+  for (const auto& c : golden()) {
+    if (c.name.rfind("bn_", 0) != 0) continue;
+    ++n;
+    for (auto [dt, rtol] : {std::pair{DType::Float64, 1e-10}, std::pair{DType::Float32, 1e-5}}) {
+      Tensor x = leaf(c, "x", dt);
+      Tensor w = c.has("weight") ? leaf(c, "weight", dt) : Tensor();
+      Tensor b = c.has("bias") ? leaf(c, "bias", dt) : Tensor();
+      Tensor rm = c.tensor("running_mean").to(dt), rv = c.tensor("running_var").to(dt);
+      Tensor out = batch_norm(x, rm, rv, w, b, c.scalar("training") != 0, c.scalar("momentum"),
+                              c.scalar("eps"));
+      const std::string tag = c.name + " " + std::string(dtype_name(dt));
+      expect_close(rm, c.tensor("running_mean_out"), rtol, tag + " running_mean");
+      expect_close(rv, c.tensor("running_var_out"), rtol, tag + " running_var");
+      check_golden(c, out, {{"x", x}, {"weight", w}, {"bias", b}}, rtol);
+    }
+  }
+  BOOST_TEST(n == 5);
+}
+
+BOOST_AUTO_TEST_CASE(threads_do_not_change_results) {
+  // large enough for the parallel loops of pooling and batch norm; each output and gradient is
+  // computed by one thread in a fixed order, so the bits match the serial run
+  Generator gen(11);
+  Tensor x = Tensor::normal(Shape{8, 16, 32, 32}, 0, 1, gen).requires_grad_();
+  Tensor w = Tensor::uniform(Shape{16}, 0.5, 1.5, gen).requires_grad_();
+  auto run = [&](int threads) {
+    const int saved = get_num_threads();
+    set_num_threads(threads);
+    x.zero_grad(), w.zero_grad();
+    Tensor rm = Tensor::zeros(Shape{16}), rv = Tensor::ones(Shape{16});
+    Tensor y = batch_norm(x, rm, rv, w, Tensor(), true);
+    const Pool2dParams p = pool_params({3, 3}, {2, 2}, {1, 1});
+    y = max_pool2d(y, p) + avg_pool2d(y, p);
+    sum(mul(y, y)).backward();
+    set_num_threads(saved);
+    std::vector<float> bits = y.to_vector<float>();
+    for (const Tensor& t : {x.grad(), w.grad(), rm, rv}) {
+      const auto v = t.to_vector<float>();
+      bits.insert(bits.end(), v.begin(), v.end());
+    }
+    return bits;
+  };
+  const auto serial = run(1), parallel = run(2);
+  BOOST_TEST(serial == parallel, tt::per_element());
+}
+
+// ---- dropout -----------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(dropout_masks_and_scales) {
+  Generator gen(5);
+  Tensor x = Tensor::uniform(Shape{100, 100}, 0.5, 1.5, gen).requires_grad_();
+  BOOST_TEST(dropout(x, 0.3, false, gen).is_same(x));
+  BOOST_TEST(dropout(x, 0.0, true, gen).is_same(x));
+  const double p = 0.3;
+  Generator g1(42);
+  Tensor y = dropout(x, p, true, g1);
+  Tensor gout = Tensor::uniform(x.shape(), -1, 1, gen);
+  y.backward(gout);
+  const auto xv = x.to_vector<float>(), yv = y.to_vector<float>(), gv = gout.to_vector<float>();
+  const auto dx = x.grad().to_vector<float>();
+  std::int64_t kept = 0;
+  bool ok = true;
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const bool keep = yv[i] != 0;
+    kept += keep;
+    ok = ok && yv[i] == (keep ? xv[i] * scale : 0.0f) && dx[i] == (keep ? gv[i] * scale : 0.0f);
+  }
+  BOOST_TEST(ok);  // y = x * mask * scale and dx = g * mask * scale, elementwise
+  BOOST_TEST(kept / 10000.0 == 0.7, tt::tolerance(0.03));
+  // the same seed gives the same mask, another seed another one
+  Generator g2(42), g3(43);
+  BOOST_TEST(dropout(x, p, true, g2).to_vector<float>() == yv, tt::per_element());
+  const bool differs = dropout(x, p, true, g3).to_vector<float>() != yv;
+  BOOST_TEST(differs);
+  BOOST_TEST(sum(dropout(x, 1.0, true, g3)).item() == 0.0);
+  expect_error([&] { dropout(x, 1.5, true, gen); }, "dropout: p must be in [0, 1], got 1.5");
+  BOOST_CHECK_THROW(dropout(x, -0.1, true, gen), Error);
+}
+
+BOOST_AUTO_TEST_CASE(grad_dropout) {
+  // re-seeding inside f draws the same mask on every call, so f is a fixed linear map
+  auto x = rand_double(Shape{4, 5}, 40);
+  check_gradients("dropout", [](const V& in) {
+    Generator gen(9);
+    return dropout(in[0], 0.4, true, gen);
+  }, {x});
+}
+
+BOOST_AUTO_TEST_SUITE_END()

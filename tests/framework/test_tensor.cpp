@@ -33,13 +33,14 @@ BOOST_AUTO_TEST_CASE(shape_basics_and_errors) {
 BOOST_AUTO_TEST_CASE(size_classes_bound_slack) {
   BOOST_TEST(CachingAllocator::size_class(1) == 64u);
   BOOST_TEST(CachingAllocator::size_class(64) == 64u);
-  BOOST_TEST(CachingAllocator::size_class(65) == 80u);
+  BOOST_TEST(CachingAllocator::size_class(65) == 128u);
   BOOST_TEST(CachingAllocator::size_class(4096) == 4096u);
   BOOST_TEST(CachingAllocator::size_class(4097) == 5120u);
   for (std::size_t n = 1; n < (1u << 20); n = n * 3 + 1) {
     const std::size_t c = CachingAllocator::size_class(n);
     BOOST_TEST(c >= n);
     BOOST_TEST(c <= n + n / 4 + 64);
+    BOOST_TEST(c % 64 == 0u);
   }
 }
 
@@ -125,6 +126,44 @@ BOOST_AUTO_TEST_CASE(generator_is_deterministic_and_restorable) {
   std::vector<int> counts(7, 0);
   for (int i = 0; i < 70000; ++i) ++counts[g.below(7)];
   for (int c7 : counts) BOOST_TEST(std::abs(c7 - 10000) < 500);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+#include "framework/tensor/blas.h"
+#include "framework/tensor/sgemm.h"
+
+BOOST_AUTO_TEST_SUITE(gemm)
+
+// The library's float GEMM against a float64 reference, over edge-heavy shapes, every
+// transpose combination and alpha/beta variants (including beta = 0 with NaN in C).
+BOOST_AUTO_TEST_CASE(sgemm_matches_reference) {
+  Generator gen(5);
+  const std::int64_t dims[][3] = {{1, 1, 1},   {7, 5, 3},    {8, 48, 256}, {9, 49, 257},
+                                  {64, 256, 784}, {130, 3100, 20}, {33, 17, 600}, {0, 5, 3}, {4, 6, 0}};
+  for (auto [M, N, K] : dims)
+    for (int t = 0; t < 4; ++t)
+      for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 1.0f}, std::pair{2.0f, 0.25f}}) {
+        const bool ta = t & 1, tb = t & 2;
+        std::vector<float> A(M * K), B(K * N), C(M * N);
+        for (auto& v : A) v = static_cast<float>(gen.uniform() - 0.5);
+        for (auto& v : B) v = static_cast<float>(gen.uniform() - 0.5);
+        for (auto& v : C) v = beta == 0.0f ? std::nanf("") : static_cast<float>(gen.uniform());
+        std::vector<double> ref(M * N);
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (std::int64_t k = 0; k < K; ++k)
+              s += double(ta ? A[k * M + i] : A[i * K + k]) * double(tb ? B[j * K + k] : B[k * N + j]);
+            ref[i * N + j] = alpha * s + (beta == 0.0f ? 0.0 : beta * double(C[i * N + j]));
+          }
+        detail::gemm<float>(ta, tb, M, N, K, alpha, A.data(), ta ? M : K, B.data(), tb ? K : N, beta,
+                            C.data(), N);
+        double worst = 0;
+        for (std::int64_t i = 0; i < M * N; ++i) worst = std::max(worst, std::abs(C[i] - ref[i]));
+        BOOST_TEST(worst < 1e-5 * std::max<std::int64_t>(K, 1), "M " << M << " N " << N << " K " << K
+                                                                    << " ta " << ta << " tb " << tb);
+      }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,2 +1,169 @@
-// Placeholder: being implemented.
-namespace qat {}
+// Batch normalisation (Ioffe & Szegedy 2015) over x viewed as (N, C, S), S the product of the
+// spatial dimensions. Statistics are accumulated in double; channels run in parallel, each in
+// a fixed order, so results do not depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "framework/autograd/node.h"
+#include "framework/autograd/ops.h"
+#include "framework/tensor/dispatch.h"
+
+namespace qat {
+
+using Grads = std::vector<Tensor>;
+using Inputs = std::vector<Tensor>;
+using i64 = std::int64_t;
+constexpr i64 kParallelMin = 1 << 16;  // elements below which threads cost more than they save
+
+namespace {
+
+struct BnView {
+  i64 N, C, S;
+  i64 M() const { return N * S; }  // values per channel
+};
+
+void require_channel_vector(const Tensor& t, i64 C, const char* arg) {
+  require_float(t, "batch_norm", arg);
+  QAT_REQUIRE(t.dim() == 1 && t.size(0) == C, "batch_norm", "argument '", arg, "' must have shape [",
+              C, "], got ", t.shape());
+}
+
+BnView bn_view(const Tensor& x, const Tensor& rm, const Tensor& rv, const Tensor& w, const Tensor& b,
+               bool training, double momentum, double eps) {
+  require_float(x, "batch_norm", "x");
+  QAT_REQUIRE(x.dim() >= 2 && x.dim() <= 4, "batch_norm",
+              "x must be (N, C), (N, C, L) or (N, C, H, W), got shape ", x.shape());
+  QAT_REQUIRE(x.numel() > 0, "batch_norm", "x of shape ", x.shape(), " is empty");
+  BnView v{x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))};
+  for (const auto& [t, arg] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    require_channel_vector(*t, v.C, arg);
+    QAT_REQUIRE(t->dtype() == x.dtype(), "batch_norm", "argument '", arg, "' is ",
+                dtype_name(t->dtype()), " but x is ", dtype_name(x.dtype()));
+  }
+  QAT_REQUIRE(rm.defined() == rv.defined(), "batch_norm",
+              "running_mean and running_var must be given together");
+  if (rm.defined()) {
+    require_channel_vector(rm, v.C, "running_mean");
+    require_channel_vector(rv, v.C, "running_var");
+  }
+  QAT_REQUIRE(training || rm.defined(), "batch_norm",
+              "eval mode needs running_mean and running_var");
+  QAT_REQUIRE(!training || v.M() > 1, "batch_norm",
+              "expected more than 1 value per channel when training, got x of shape ", x.shape());
+  QAT_REQUIRE(momentum >= 0 && momentum <= 1, "batch_norm", "momentum must be in [0, 1], got ",
+              momentum);
+  QAT_REQUIRE(eps >= 0, "batch_norm", "eps must be non-negative, got ", eps);
+  return v;
+}
+
+// sum of f(at) over the elements at of channel c, in a fixed order with 8 double partial sums
+// (they vectorise)
+template <class F>
+double channel_sum(const BnView& v, i64 c, F f) {
+  constexpr i64 L = 8;
+  double acc[L] = {}, tail = 0;
+  for (i64 n = 0; n < v.N; ++n) {
+    const i64 base = (n * v.C + c) * v.S;
+    i64 i = 0;
+    for (; i + L <= v.S; i += L)
+      for (i64 l = 0; l < L; ++l) acc[l] += f(base + i + l);
+    for (; i < v.S; ++i) tail += f(base + i);
+  }
+  for (i64 l = 0; l < L; ++l) tail += acc[l];
+  return tail;
+}
+
+// The channel values as doubles, whatever the float dtype of t.
+std::vector<double> read_channels(const Tensor& t) {
+  return detail::dispatch_float(t.dtype(), "batch_norm", [&]<class T>() {
+    const T* p = t.data<T>();
+    return std::vector<double>(p, p + t.numel());
+  });
+}
+
+}  // namespace
+
+// y = (x - mean) * invstd * w + b, with (mean, var) the batch's (biased) statistics in training
+// and the running ones in eval;  xhat = (x - mean) * invstd,  dw = sum(g xhat),  db = sum(g);
+// training: dx = w invstd (g - db/M - xhat dw/M);  eval: dx = g w invstd
+Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  const BnView v = bn_view(x, running_mean, running_var, weight, bias, training, momentum, eps);
+  std::vector<double> mean(v.C), invstd(v.C);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  detail::dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    std::vector<double> var(v.C);
+    if (training) {
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+      for (i64 c = 0; c < v.C; ++c) {
+        const double m = channel_sum(v, c, [px](i64 at) { return double(px[at]); }) / double(v.M());
+        var[c] = channel_sum(v, c, [px, m](i64 at) { return (px[at] - m) * (px[at] - m); }) /
+                 double(v.M());
+        mean[c] = m;
+      }
+    } else {
+      mean = read_channels(running_mean);
+      var = read_channels(running_var);
+    }
+    for (i64 c = 0; c < v.C; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+    for (i64 c = 0; c < v.C; ++c) {
+      const double scale = invstd[c] * (pw ? pw[c] : 1.0);
+      const T a = static_cast<T>(scale), b = static_cast<T>((pb ? pb[c] : 0.0) - mean[c] * scale);
+      for (i64 n = 0; n < v.N; ++n)
+        for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i) py[i] = px[i] * a + b;
+    }
+    if (training && running_mean.defined()) {
+      // running = (1 - momentum) running + momentum batch, with the unbiased variance
+      const double unbias = static_cast<double>(v.M()) / static_cast<double>(v.M() - 1);
+      detail::dispatch_float(running_mean.dtype(), "batch_norm", [&]<class R>() {
+        R* rm = running_mean.data<R>();
+        for (i64 c = 0; c < v.C; ++c)
+          rm[c] = static_cast<R>((1 - momentum) * rm[c] + momentum * mean[c]);
+      });
+      detail::dispatch_float(running_var.dtype(), "batch_norm", [&]<class R>() {
+        R* rv = running_var.data<R>();
+        for (i64 c = 0; c < v.C; ++c)
+          rv[c] = static_cast<R>((1 - momentum) * rv[c] + momentum * var[c] * unbias);
+      });
+    }
+  });
+  autograd::record(out, "batch_norm", {x, weight, bias},
+                   [v, training, mean = std::move(mean), invstd = std::move(invstd)](
+                       const Tensor& g, const Inputs& in, Grads& gi) {
+    const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+    const bool need_x = X.requires_grad(), need_w = Wt.defined() && Wt.requires_grad(),
+               need_b = B.defined() && B.requires_grad();
+    if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
+    if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
+    if (need_b) gi[2] = Tensor::empty(B.shape(), B.dtype());
+    detail::dispatch_float(g.dtype(), "batch_norm_backward", [&]<class T>() {
+      const T* pg = g.data<T>();
+      const T* px = X.data<T>();
+      const T* pw = Wt.defined() ? Wt.data<T>() : nullptr;
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+      for (i64 c = 0; c < v.C; ++c) {
+        const double m = mean[c], sg = channel_sum(v, c, [pg](i64 at) { return double(pg[at]); });
+        const double sgx =  // sum(g * xhat)
+            channel_sum(v, c, [pg, px, m](i64 at) { return pg[at] * (px[at] - m); }) * invstd[c];
+        if (need_w) gi[1].data<T>()[c] = static_cast<T>(sgx);
+        if (need_b) gi[2].data<T>()[c] = static_cast<T>(sg);
+        if (!need_x) continue;
+        const double k = invstd[c] * (pw ? pw[c] : 1.0), M = static_cast<double>(v.M());
+        const double mg = training ? sg / M : 0, kx = training ? k * invstd[c] * sgx / M : 0;
+        T* pd = gi[0].data<T>();
+        for (i64 n = 0; n < v.N; ++n)
+          for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i)
+            pd[i] = static_cast<T>(k * (pg[i] - mg) - kx * (px[i] - m));  // k (g - mg - xhat mgx)
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace qat

@@ -1,0 +1,64 @@
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "framework/io/checkpoint.h"
+
+namespace qat::nn {
+class Module;
+}
+namespace qat::optim {
+class Optimizer;
+}
+
+namespace qat::io {
+
+/// A checkpoint holding deep copies of `model`'s parameters and buffers (Module::named_state()),
+/// ready for metadata, optimizer and training state to be added.
+Checkpoint capture(const nn::Module& model);
+/// `opt`'s kind(), hyperparameters() and a copy of its state().
+OptimizerState capture(const optim::Optimizer& opt);
+
+struct LoadOptions {
+  /// true: every model tensor must be in the checkpoint with the same shape and dtype, and the
+  /// checkpoint may hold no other tensor; else nothing is loaded. false: the matching tensors
+  /// are loaded and the rest is reported.
+  bool strict = true;
+};
+
+/// What load_into did.
+struct LoadReport {
+  struct Mismatch {
+    std::string name;
+    std::string reason;  ///< "checkpoint [10, 128] vs model [10, 256]", "checkpoint int32 vs model int64"
+  };
+  std::vector<std::string> loaded;      ///< model tensors overwritten, in model order
+  std::vector<std::string> missing;     ///< model tensors absent from the checkpoint (kept as they were)
+  std::vector<std::string> unexpected;  ///< checkpoint tensors the model does not have
+  std::vector<Mismatch> mismatched;     ///< in both, but with another shape or dtype (kept)
+
+  bool complete() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+  /// One line per skipped tensor ("missing from checkpoint: fc2.bias", ...), empty if complete.
+  std::string str() const;
+};
+
+/// Copies the checkpoint's tensors into `model`'s parameters and buffers in place
+/// (Tensor::copy_), so existing handles (optimizers, quantizer registries) stay valid. Everything
+/// is checked first: in strict mode any mismatch throws a CheckpointError naming the file and
+/// listing every problem, and the model is left bit-for-bit unchanged.
+LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOptions& options = {});
+/// io::load(path), then load_into; nothing in the model changes unless the whole file is valid.
+LoadReport load_into(nn::Module& model, const std::string& path, const LoadOptions& options = {});
+
+/// Restores `opt` from the checkpoint's optimizer state: the kind must match, every saved
+/// hyperparameter except lr must equal the optimizer's (they are constructor options), the
+/// state goes through Optimizer::load_state and lr is set to the saved one (schedules move it).
+/// Throws CheckpointError naming the file and every problem; `opt` is unchanged on error.
+void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt);
+
+/// Sets each generator in `targets` to the state saved under its name in the checkpoint's
+/// training state. Throws CheckpointError (changing none) if a name is absent.
+void restore_generators(const Checkpoint& ckpt, const std::map<std::string, Generator*>& targets);
+
+}  // namespace qat::io

@@ -1,0 +1,34 @@
+#include "framework/nn/batchnorm.h"
+
+#include "framework/autograd/ops.h"
+
+namespace qat::nn {
+
+BatchNorm2d::BatchNorm2d(std::int64_t num_features, double eps, double momentum, bool affine)
+    : Module("BatchNorm2d"), num_features_(num_features), eps_(eps), momentum_(momentum) {
+  QAT_REQUIRE(num_features > 0, "BatchNorm2d", "num_features must be positive, got ", num_features);
+  QAT_REQUIRE(eps > 0, "BatchNorm2d", "eps must be positive, got ", eps);
+  QAT_REQUIRE(momentum >= 0 && momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], got ", momentum);
+  if (affine) {
+    weight_ = register_parameter("weight", Tensor::ones(Shape{num_features}));
+    bias_ = register_parameter("bias", Tensor::zeros(Shape{num_features}));
+  }
+  running_mean_ = register_buffer("running_mean", Tensor::zeros(Shape{num_features}));
+  running_var_ = register_buffer("running_var", Tensor::ones(Shape{num_features}));
+  num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros(Shape{}, DType::Int64));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  QAT_REQUIRE(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d::forward",
+              "expected input (N, ", num_features_, ", H, W), got ",
+              x.defined() ? x.shape().str() : "undefined");
+  if (is_training()) ++*num_batches_tracked_.data<std::int64_t>();
+  return batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  return std::to_string(num_features_) + ", eps=" + std::to_string(eps_) +
+         ", momentum=" + std::to_string(momentum_) + (weight_.defined() ? "" : ", affine=false");
+}
+
+}  // namespace qat::nn

@@ -1,2 +1,0 @@
-// Placeholder: being implemented.
-namespace qat {}

@@ -1,0 +1,2 @@
+#define BOOST_TEST_MODULE qat_io
+#include <boost/test/unit_test.hpp>
