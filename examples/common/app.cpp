@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string data = data::kFashionMnistDir;
-  std::string arch, mode = "fp32", optimizer = "sgd", schedule = "none";
+  std::string arch, mode = "fp32", optimizer = "sgd", schedule = "cosine";
   int epochs = 3, threads = 1;
   std::int64_t batch = 64, train_limit = 0, test_limit = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;

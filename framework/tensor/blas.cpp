@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -60,11 +61,14 @@ Blas load() {
               "); install libopenblas0 or set QAT_BLAS_LIBRARY");
 }
 
+std::atomic<bool> loaded{false};
+
 Blas& blas() {
   static Blas b = [] {
-    Blas loaded = load();
-    if (loaded.set_threads) loaded.set_threads(get_num_threads());
-    return loaded;
+    Blas lib = load();
+    if (lib.set_threads) lib.set_threads(get_num_threads());
+    loaded = true;
+    return lib;
   }();
   return b;
 }
@@ -111,6 +115,7 @@ std::string blas_info() {
 }
 
 void blas_set_num_threads(int n) {
+  if (!loaded) return;  // the library applies get_num_threads() when it loads
   Blas& b = blas();
   if (b.set_threads) b.set_threads(n);
 }

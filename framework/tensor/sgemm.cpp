@@ -42,13 +42,41 @@ PackBuffers& buffers() {
   return bufs;
 }
 
+// dst[t * dst_stride + r] = alpha * src[r * src_stride + t] for an 8x8 block (r, t < 8).
+QAT_AVX512 inline void transpose8x8(const float* src, std::int64_t src_stride, float* dst,
+                                    std::int64_t dst_stride, float alpha) {
+  const __m256 a = _mm256_set1_ps(alpha);
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_mul_ps(a, _mm256_loadu_ps(src + i * src_stride));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * dst_stride, t[i]);
+}
+
 // dst[panel][k][0..MR) = alpha * op(A)(i0 + panel*MR + r, k0 + k), rows beyond mc zeroed.
-void pack_a(bool trans, const float* A, std::int64_t lda, std::int64_t i0, std::int64_t k0,
+QAT_AVX512 void pack_a(bool trans, const float* A, std::int64_t lda, std::int64_t i0, std::int64_t k0,
             std::int64_t mc, std::int64_t kc, float alpha, float* dst) {
   for (std::int64_t p = 0; p < mc; p += MR) {
     const std::int64_t rows = std::min(MR, mc - p);
     float* panel = dst + p * kc;
-    for (std::int64_t k = 0; k < kc; ++k) {
+    std::int64_t k_done = 0;
+    if (!trans && rows == MR) {  // 8 rows x 8 k at a time through registers
+      for (; k_done + 8 <= kc; k_done += 8)
+        transpose8x8(A + (i0 + p) * lda + k0 + k_done, lda, panel + k_done * MR, MR, alpha);
+    }
+    for (std::int64_t k = k_done; k < kc; ++k) {
       float* out = panel + k * MR;
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t i = i0 + p + r, kk = k0 + k;
@@ -60,7 +88,7 @@ void pack_a(bool trans, const float* A, std::int64_t lda, std::int64_t i0, std::
 }
 
 // dst[panel][k][0..NR) = op(B)(k0 + k, j0 + panel*NR + c), columns beyond nc zeroed.
-void pack_b(bool trans, const float* B, std::int64_t ldb, std::int64_t k0, std::int64_t j0,
+QAT_AVX512 void pack_b(bool trans, const float* B, std::int64_t ldb, std::int64_t k0, std::int64_t j0,
             std::int64_t kc, std::int64_t nc, float* dst) {
   for (std::int64_t p = 0; p < nc; p += NR) {
     const std::int64_t cols = std::min(NR, nc - p);
@@ -73,7 +101,14 @@ void pack_b(bool trans, const float* B, std::int64_t ldb, std::int64_t k0, std::
         if (cols < NR) std::memset(out + cols, 0, (NR - cols) * sizeof(float));
       }
     } else {
-      for (std::int64_t c = 0; c < cols; ++c) {
+      std::int64_t c = 0, k8 = kc / 8 * 8;
+      for (; c + 8 <= cols; c += 8) {  // 8 columns x 8 k at a time through registers
+        const float* src = B + (j0 + p + c) * ldb + k0;
+        for (std::int64_t k = 0; k < k8; k += 8) transpose8x8(src + k, ldb, panel + k * NR + c, NR, 1.0f);
+        for (std::int64_t k = k8; k < kc; ++k)
+          for (std::int64_t cc = 0; cc < 8; ++cc) panel[k * NR + c + cc] = src[cc * ldb + k];
+      }
+      for (; c < cols; ++c) {
         const float* src = B + (j0 + p + c) * ldb + k0;
         for (std::int64_t k = 0; k < kc; ++k) panel[k * NR + c] = src[k];
       }
