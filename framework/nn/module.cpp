@@ -144,6 +144,14 @@ ModulePtr Module::submodule(const std::string& path) const {
   return found;
 }
 
+Tensor Module::replace_buffer(const std::string& name, Tensor value) {
+  auto it = find_named(buffers_, name);
+  QAT_REQUIRE(it != buffers_.end(), "Module::replace_buffer", type_name_, " has no buffer '", name, "'");
+  QAT_REQUIRE(value.defined(), "Module::replace_buffer", "new value of buffer '", name, "' is undefined");
+  it->second = value;
+  return value;
+}
+
 void Module::replace_child(const std::string& name, ModulePtr module) {
   QAT_REQUIRE(module != nullptr, "Module::replace_child", "replacement for '", name, "' is null");
   auto it = find_named(children_, name);

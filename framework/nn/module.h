@@ -58,6 +58,8 @@ class Module {
   bool has_buffer(const std::string& name) const;
   /// Descendant by dotted path ("features.0"); throws if absent.
   ModulePtr submodule(const std::string& path) const;
+  /// Replaces the value of own buffer `name` (e.g. when its shape becomes known); returns it.
+  Tensor replace_buffer(const std::string& name, Tensor value);
   /// Swaps the direct child `name` for `module` (used by prepare_qat and convert).
   void replace_child(const std::string& name, ModulePtr module);
 

@@ -1,0 +1,105 @@
+// Fake quantization with fixed qparams and the straight-through estimator.
+#include "modules/quant/fake_quant.h"
+
+#include <cmath>
+
+#include "framework/autograd/node.h"
+#include "framework/tensor/dispatch.h"
+#include "modules/quant/detail/fq_kernels.h"
+#include "modules/quant/detail/layout.h"
+
+namespace qat::quant {
+
+using detail::fq_run;
+using detail::Layout;
+using detail::ste_run;
+using Grads = std::vector<Tensor>;
+using Inputs = std::vector<Tensor>;
+
+Shape param_shape(const QuantSpec& spec, const Shape& x) {
+  switch (spec.granularity) {
+    case Granularity::PerChannel: return Shape{x.at(spec.axis)};
+    case Granularity::PerBlock: {
+      Shape s = x;
+      const int a = x.axis(spec.axis, "param_shape");
+      s[a] = x[a] / spec.block_size;
+      return s;
+    }
+    default: return Shape{1};
+  }
+}
+
+namespace {
+
+Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_t* zero_point,
+                          const Layout& layout, std::int64_t qmin, std::int64_t qmax,
+                          const char* name) {
+  require_float(x, name, "x");
+  QAT_REQUIRE(qmin < qmax, name, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
+  for (std::int64_t p = 0; p < layout.num_params; ++p) {
+    QAT_REQUIRE(scale[p] > 0 && std::isfinite(scale[p]), name, "scale must be positive and finite, got ",
+                scale[p], " at index ", p);
+    QAT_REQUIRE(qmin <= zero_point[p] && zero_point[p] <= qmax, name, "zero_point ", zero_point[p],
+                " at index ", p, " is outside [", qmin, ", ", qmax, "]");
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mask = Tensor::empty(x.shape(), DType::UInt8);
+  qat::detail::dispatch_float(x.dtype(), name, [&]<class T>() {
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    std::uint8_t* pm = mask.data<std::uint8_t>();
+    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      fq_run<T>(px + off, py + off, pm + off, n, scale[p], zero_point[p], qmin, qmax);
+    });
+  });
+  autograd::record(out, name, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
+    gi[0] = Tensor::empty(g.shape(), g.dtype());
+    qat::detail::dispatch_float(g.dtype(), "fake_quantize_backward", [&]<class T>() {
+      ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
+    });
+  });
+  return out;
+}
+
+void require_params(const Tensor& scale, const Tensor& zero_point, std::int64_t n, const char* fn) {
+  require_dtype(scale, DType::Float32, fn, "scale");
+  require_dtype(zero_point, DType::Int32, fn, "zero_point");
+  QAT_REQUIRE(scale.numel() == n && zero_point.numel() == n, fn, "expected ", n,
+              " scales and zero points, got scale ", scale.shape(), " and zero_point ",
+              zero_point.shape());
+}
+
+}  // namespace
+
+Tensor fake_quantize_per_tensor_affine(const Tensor& x, float scale, std::int64_t zero_point,
+                                       std::int64_t quant_min, std::int64_t quant_max) {
+  require_float(x, "fake_quantize_per_tensor_affine", "x");
+  const auto zp = static_cast<std::int32_t>(zero_point);
+  return fake_quantize_impl(x, &scale, &zp, Layout::per_tensor(x.shape()), quant_min, quant_max,
+                            "fake_quantize_per_tensor_affine");
+}
+
+Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale,
+                                        const Tensor& zero_point, int axis, std::int64_t quant_min,
+                                        std::int64_t quant_max) {
+  constexpr const char* fn = "fake_quantize_per_channel_affine";
+  require_float(x, fn, "x");
+  const Layout layout = Layout::per_channel(x.shape(), axis);
+  require_params(scale, zero_point, layout.num_params, fn);
+  return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout,
+                            quant_min, quant_max, fn);
+}
+
+Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& spec) {
+  constexpr const char* fn = "fake_quantize";
+  require_float(x, fn, "x");
+  spec.validate_for(x.shape(), fn);
+  QAT_REQUIRE(spec.format == Format::Int, fn, "spec ", spec.str(), " is not an integer format; "
+              "use fake_quantize_fp8");
+  const Layout layout = Layout::of(spec, x.shape());
+  require_params(qparams.scale, qparams.zero_point, layout.num_params, fn);
+  return fake_quantize_impl(x, qparams.scale.data<float>(), qparams.zero_point.data<std::int32_t>(),
+                            layout, spec.quant_min(), spec.quant_max(), fn);
+}
+
+}  // namespace qat::quant

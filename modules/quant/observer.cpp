@@ -1,0 +1,173 @@
+#include "modules/quant/observer.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "modules/quant/detail/layout.h"
+#include "modules/quant/fake_quant.h"
+
+namespace qat::quant {
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+Tensor filled(const Shape& shape, float v) { return Tensor::full(shape, v, DType::Float32); }
+
+// min / max of n floats; `bad` is set if any is NaN or infinite.
+void min_max_run(const float* __restrict x, std::int64_t n, float& mn, float& mx, bool& bad) {
+  float lo = kInf, hi = -kInf;
+  int nan = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    nan |= v != v;
+  }
+  mn = lo;
+  mx = hi;
+  bad = bad || nan || lo == -kInf || hi == kInf;
+}
+}  // namespace
+
+Observer::Observer(std::string type_name, const QuantSpec& spec, const Shape& param_shape)
+    : nn::Module(std::move(type_name)), spec_(spec) {
+  spec_.validate();
+  min_val_ = register_buffer("min_val", filled(param_shape, kInf));
+  max_val_ = register_buffer("max_val", filled(param_shape, -kInf));
+}
+
+std::string Observer::who() const {
+  return type_name() + (label_.empty() ? "" : " '" + label_ + "'");
+}
+
+bool Observer::has_observed() const {
+  const float* mn = min_val_.data<float>();
+  for (std::int64_t i = 0; i < min_val_.numel(); ++i)
+    if (mn[i] != kInf) return true;
+  return false;
+}
+
+void Observer::reset() {
+  min_val_.fill_(kInf);
+  max_val_.fill_(-kInf);
+}
+
+Tensor Observer::forward(const Tensor& x) {
+  require_float(x, who().c_str(), "x");
+  if (x.numel() == 0) return x;
+  spec_.validate_for(x.shape(), who().c_str());
+  const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);
+  const Shape expected = param_shape(spec_, x.shape());
+  if (min_val_.shape() != expected) {
+    QAT_REQUIRE(!has_observed(), who(), "input of shape ", x.shape(), " needs statistics of shape ",
+                expected, ", but this observer has recorded ", min_val_.shape());
+    min_val_ = replace_buffer("min_val", filled(expected, kInf));
+    max_val_ = replace_buffer("max_val", filled(expected, -kInf));
+  }
+  const detail::Layout layout = detail::Layout::of(spec_, x.shape());
+  std::vector<float> bmin(layout.num_params, kInf), bmax(layout.num_params, -kInf);
+  bool bad = false;
+  const float* px = xf.data<float>();
+  layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+    float mn, mx;
+    min_max_run(px + off, n, mn, mx, bad);
+    bmin[p] = std::min(bmin[p], mn);
+    bmax[p] = std::max(bmax[p], mx);
+  });
+  QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
+              " (a diverged training step or bad data)");
+  update(bmin.data(), bmax.data());
+  return x;
+}
+
+QParams Observer::calculate_qparams() const {
+  QParams q = quant::calculate_qparams(min_val_, max_val_, spec_);
+  if (spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0)
+    double_quantize_scales(q.scale, spec_.block_scale_bits);
+  return q;
+}
+
+// ---- MinMaxObserver -------------------------------------------------------------------------
+
+MinMaxObserver::MinMaxObserver(const QuantSpec& spec, const Shape& param_shape)
+    : MinMaxObserver("MinMaxObserver", spec, param_shape) {}
+
+MinMaxObserver::MinMaxObserver(std::string type_name, const QuantSpec& spec, const Shape& param_shape)
+    : Observer(std::move(type_name), spec, param_shape) {}
+
+// min_val = min(min_val, min(x)), max_val = max(max_val, max(x))
+void MinMaxObserver::update(const float* batch_min, const float* batch_max) {
+  float* mn = min_val_.data<float>();
+  float* mx = max_val_.data<float>();
+  for (std::int64_t i = 0; i < min_val_.numel(); ++i) {
+    mn[i] = std::min(mn[i], batch_min[i]);
+    mx[i] = std::max(mx[i], batch_max[i]);
+  }
+}
+
+// ---- MovingAverageMinMaxObserver -------------------------------------------------------------
+
+MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(const QuantSpec& spec,
+                                                         const Shape& param_shape,
+                                                         double averaging_constant)
+    : MovingAverageMinMaxObserver("MovingAverageMinMaxObserver", spec, param_shape,
+                                  averaging_constant) {}
+
+MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(std::string type,
+                                                         const QuantSpec& spec,
+                                                         const Shape& param_shape,
+                                                         double averaging_constant)
+    : Observer(std::move(type), spec, param_shape), averaging_constant_(averaging_constant) {
+  QAT_REQUIRE(averaging_constant > 0 && averaging_constant <= 1, type_name(),
+              "averaging_constant must be in (0, 1], got ", averaging_constant);
+}
+
+// first batch: min_val = min(x); then min_val += c (min(x) - min_val), in float32 as PyTorch
+void MovingAverageMinMaxObserver::update(const float* batch_min, const float* batch_max) {
+  const auto c = static_cast<float>(averaging_constant_);
+  float* mn = min_val_.data<float>();
+  float* mx = max_val_.data<float>();
+  for (std::int64_t i = 0; i < min_val_.numel(); ++i) {
+    if (mn[i] == kInf && mx[i] == -kInf) {
+      mn[i] = batch_min[i];
+      mx[i] = batch_max[i];
+    } else {
+      mn[i] = mn[i] + c * (batch_min[i] - mn[i]);
+      mx[i] = mx[i] + c * (batch_max[i] - mx[i]);
+    }
+  }
+}
+
+std::string MovingAverageMinMaxObserver::extra_repr() const {
+  return spec_.str() + ", averaging_constant=" + std::to_string(averaging_constant_);
+}
+
+PerChannelMinMaxObserver::PerChannelMinMaxObserver(const QuantSpec& spec, std::int64_t num_channels)
+    : MinMaxObserver("PerChannelMinMaxObserver", spec, Shape{num_channels}) {
+  QAT_REQUIRE(spec.granularity == Granularity::PerChannel, "PerChannelMinMaxObserver",
+              "spec must be per-channel, got ", spec.str());
+}
+
+MovingAveragePerChannelMinMaxObserver::MovingAveragePerChannelMinMaxObserver(
+    const QuantSpec& spec, std::int64_t num_channels, double averaging_constant)
+    : MovingAverageMinMaxObserver("MovingAveragePerChannelMinMaxObserver", spec,
+                                  Shape{num_channels}, averaging_constant) {
+  QAT_REQUIRE(spec.granularity == Granularity::PerChannel, "MovingAveragePerChannelMinMaxObserver",
+              "spec must be per-channel, got ", spec.str());
+}
+
+void double_quantize_scales(Tensor& scale, int bits) {
+  QAT_REQUIRE(bits >= 2 && bits <= 16, "double_quantize_scales", "bits must be in [2, 16], got ", bits);
+  require_dtype(scale, DType::Float32, "double_quantize_scales", "scale");
+  float* s = scale.data<float>();
+  float top = 0;
+  for (std::int64_t i = 0; i < scale.numel(); ++i) top = std::max(top, s[i]);
+  const float levels = static_cast<float>((1 << bits) - 1);
+  const float s2 = top / levels;
+  if (!(s2 > 0)) return;
+  for (std::int64_t i = 0; i < scale.numel(); ++i)
+    s[i] = std::max(std::nearbyint(s[i] / s2), 1.0f) * s2;
+}
+
+}  // namespace qat::quant

@@ -1,0 +1,94 @@
+#pragma once
+// Observers record the range of the tensors that flow through them (buffers min_val and
+// max_val, checkpointed like any buffer) and turn it into qparams with PyTorch's formulas.
+// They are Modules whose forward returns its input unchanged.
+#include <string>
+
+#include "framework/nn/module.h"
+#include "modules/quant/qparams.h"
+#include "modules/quant/spec.h"
+
+namespace qat::quant {
+
+/// Base of the observers: one (min, max) pair per tensor, channel or block of `spec`.
+class Observer : public nn::Module {
+ public:
+  /// `param_shape`: shape of the statistics (param_shape(spec, input shape)); may be left empty
+  /// for per-tensor specs, and is otherwise fixed by the first observed input.
+  Observer(std::string type_name, const QuantSpec& spec, const Shape& param_shape = Shape{1});
+
+  /// Records x's statistics (never recorded on the tape) and returns x.
+  Tensor forward(const Tensor& x) override;
+  /// qparams from the recorded range (calculate_qparams); unobserved: scale 1, zero_point 0.
+  virtual QParams calculate_qparams() const;
+
+  const QuantSpec& spec() const { return spec_; }
+  const Tensor& min_val() const { return min_val_; }
+  const Tensor& max_val() const { return max_val_; }
+  bool has_observed() const;
+  /// Dotted name used in error messages (set by prepare_qat), e.g. "fc1.activation_post_process".
+  void set_label(std::string label) { label_ = std::move(label); }
+  const std::string& label() const { return label_; }
+  /// Forgets the recorded range.
+  virtual void reset();
+
+ protected:
+  /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks
+  /// parameters never observed before.
+  virtual void update(const float* batch_min, const float* batch_max) = 0;
+  /// "MinMaxObserver 'fc1.activation_post_process'" for error messages.
+  std::string who() const;
+
+  QuantSpec spec_;
+  Tensor min_val_, max_val_;
+  std::string label_;
+};
+
+/// Running min / max: min_val = min(min_val, min(x)) (PyTorch's MinMaxObserver and
+/// PerChannelMinMaxObserver, by spec granularity).
+class MinMaxObserver : public Observer {
+ public:
+  explicit MinMaxObserver(const QuantSpec& spec, const Shape& param_shape = Shape{1});
+
+ protected:
+  MinMaxObserver(std::string type_name, const QuantSpec& spec, const Shape& param_shape);
+  void update(const float* batch_min, const float* batch_max) override;
+};
+
+/// Exponential moving average of the batch ranges, the first batch initialising it:
+///   min_val = min_val + c (min(x) - min_val), c = averaging_constant (0.01), in float32
+/// (PyTorch's MovingAverageMinMaxObserver and MovingAveragePerChannelMinMaxObserver).
+class MovingAverageMinMaxObserver : public Observer {
+ public:
+  explicit MovingAverageMinMaxObserver(const QuantSpec& spec, const Shape& param_shape = Shape{1},
+                                       double averaging_constant = 0.01);
+  double averaging_constant() const { return averaging_constant_; }
+  std::string extra_repr() const override;
+
+ protected:
+  MovingAverageMinMaxObserver(std::string type_name, const QuantSpec& spec, const Shape& param_shape,
+                              double averaging_constant);
+  void update(const float* batch_min, const float* batch_max) override;
+
+ private:
+  double averaging_constant_;
+};
+
+/// PyTorch's names for the per-channel versions (spec granularity must be PerChannel).
+class PerChannelMinMaxObserver : public MinMaxObserver {
+ public:
+  PerChannelMinMaxObserver(const QuantSpec& spec, std::int64_t num_channels);
+};
+
+class MovingAveragePerChannelMinMaxObserver : public MovingAverageMinMaxObserver {
+ public:
+  MovingAveragePerChannelMinMaxObserver(const QuantSpec& spec, std::int64_t num_channels,
+                                        double averaging_constant = 0.01);
+};
+
+/// Double quantization of per-block scales (Dettmers et al. 2023, QLoRA): the block scales are
+/// stored as unsigned `bits`-bit integers times one float32 scale s2 = max(scale) / (2^bits - 1);
+/// each scale becomes max(round(scale / s2), 1) * s2 in place.
+void double_quantize_scales(Tensor& scale, int bits);
+
+}  // namespace qat::quant

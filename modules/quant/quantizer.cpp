@@ -1,0 +1,99 @@
+#include "modules/quant/quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "framework/autograd/grad_mode.h"
+#include "modules/quant/fake_quant.h"
+#include "modules/quant/histogram_observer.h"
+
+namespace qat::quant {
+
+Quantizer::Quantizer(std::string type_name, const QuantSpec& spec)
+    : nn::Module(std::move(type_name)), spec_(spec) {
+  spec_.validate();
+  fake_quant_enabled_ = register_buffer("fake_quant_enabled", Tensor::ones(Shape{1}, DType::UInt8));
+  observer_enabled_ = register_buffer("observer_enabled", Tensor::ones(Shape{1}, DType::UInt8));
+}
+
+void Quantizer::set_label(const std::string& label) {
+  label_ = label;
+  if (Observer* obs = observer()) obs->set_label(label + ".activation_post_process");
+}
+
+std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec,
+                                        const Shape& param_shape) {
+  switch (kind) {
+    case ObserverKind::MinMax: return std::make_shared<MinMaxObserver>(spec, param_shape);
+    case ObserverKind::MovingAverage:
+      return std::make_shared<MovingAverageMinMaxObserver>(spec, param_shape);
+    case ObserverKind::Histogram:
+      QAT_REQUIRE(spec.granularity == Granularity::PerTensor, "make_observer",
+                  "the histogram observer is per-tensor, got spec ", spec.str());
+      return std::make_shared<HistogramObserver>(spec);
+  }
+  return nullptr;
+}
+
+// ---- FakeQuantize ---------------------------------------------------------------------------
+
+FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                           const Shape& param_shape)
+    : Quantizer("FakeQuantize", spec) {
+  QAT_REQUIRE(spec.format == Format::Int, "FakeQuantize", "spec must be an integer format, got ",
+              spec.str(), " (use FP8FakeQuantize)");
+  QAT_REQUIRE(observer != nullptr, "FakeQuantize", "observer is null");
+  observer_ = register_module("activation_post_process", std::move(observer));
+  scale_ = register_buffer("scale", Tensor::ones(param_shape, DType::Float32));
+  zero_point_ = register_buffer("zero_point", Tensor::zeros(param_shape, DType::Int32));
+}
+
+Tensor FakeQuantize::forward(const Tensor& x) {
+  if (observer_enabled()) {
+    observer_->forward(x);
+    const QParams q = observer_->calculate_qparams();
+    if (q.scale.shape() != scale_.shape()) {  // the statistics' shape became known
+      scale_ = replace_buffer("scale", q.scale.clone());
+      zero_point_ = replace_buffer("zero_point", q.zero_point.clone());
+    } else {
+      scale_.copy_(q.scale);
+      zero_point_.copy_(q.zero_point);
+    }
+  }
+  if (!fake_quant_enabled()) return x;
+  return fake_quantize(x, {scale_, zero_point_}, spec_);
+}
+
+// ---- FP8FakeQuantize --------------------------------------------------------------------------
+
+FP8FakeQuantize::FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                                 const Shape& param_shape)
+    : Quantizer("FP8FakeQuantize", spec) {
+  QAT_REQUIRE(spec.is_float(), "FP8FakeQuantize", "spec must be an FP8 format, got ", spec.str());
+  QAT_REQUIRE(observer != nullptr, "FP8FakeQuantize", "observer is null");
+  observer_ = register_module("activation_post_process", std::move(observer));
+  scale_ = register_buffer("scale", Tensor::ones(param_shape, DType::Float32));
+}
+
+// scale = max(|min|, |max|) / fp8_max, at least float32 eps
+Tensor FP8FakeQuantize::forward(const Tensor& x) {
+  if (observer_enabled()) {
+    observer_->forward(x);
+    const Tensor& mn = observer_->min_val();
+    const Tensor& mx = observer_->max_val();
+    if (mn.shape() != scale_.shape()) scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32));
+    const auto fmax = static_cast<float>(fp8_max(spec_.format));
+    for (std::int64_t i = 0; i < scale_.numel(); ++i) {
+      const float amax = std::max(-mn.data<float>()[i], mx.data<float>()[i]);
+      scale_.data<float>()[i] = std::isfinite(amax) ? std::max(amax / fmax, kScaleEps) : 1.0f;
+    }
+  }
+  if (!fake_quant_enabled()) return x;
+  return fake_quantize_fp8(x, scale_, spec_);
+}
+
+QParams FP8FakeQuantize::qparams() const {
+  return {scale_.clone(), Tensor::zeros(scale_.shape(), DType::Int32)};
+}
+
+}  // namespace qat::quant

@@ -1,0 +1,85 @@
+#pragma once
+// Fake quantizers: Modules that observe a tensor and fake-quantize it, with PyTorch's buffer
+// names (fake_quant_enabled, observer_enabled, scale, zero_point, activation_post_process) so
+// checkpoints and `named_buffers()` read like PyTorch's. Learnable versions: learnable_quantizer.h.
+#include <memory>
+#include <string>
+
+#include "framework/nn/module.h"
+#include "modules/quant/observer.h"
+#include "modules/quant/qparams.h"
+#include "modules/quant/spec.h"
+
+namespace qat::quant {
+
+/// Base of every quantizer: a spec, on/off switches (uint8 buffers) and the qparams that an
+/// integer model uses after conversion.
+class Quantizer : public nn::Module {
+ public:
+  Quantizer(std::string type_name, const QuantSpec& spec);
+
+  const QuantSpec& spec() const { return spec_; }
+  /// Scale (float32) and zero point (int32) as an integer kernel would use them.
+  virtual QParams qparams() const = 0;
+  /// The observer child ("activation_post_process"), or null.
+  virtual Observer* observer() const { return nullptr; }
+
+  void enable_fake_quant(bool on = true) { fake_quant_enabled_.fill_(on ? 1 : 0); }
+  void disable_fake_quant() { enable_fake_quant(false); }
+  bool fake_quant_enabled() const { return fake_quant_enabled_.item() != 0; }
+  void enable_observer(bool on = true) { observer_enabled_.fill_(on ? 1 : 0); }
+  void disable_observer() { enable_observer(false); }
+  bool observer_enabled() const { return observer_enabled_.item() != 0; }
+
+  /// Dotted name for error messages (set by prepare_qat); passed on to the observer.
+  void set_label(const std::string& label);
+  const std::string& label() const { return label_; }
+  std::string extra_repr() const override { return spec_.str(); }
+
+ protected:
+  QuantSpec spec_;
+  Tensor fake_quant_enabled_, observer_enabled_;
+  std::string label_;
+};
+
+/// Which statistics an observer keeps.
+enum class ObserverKind { MinMax, MovingAverage, Histogram };
+
+/// A new observer for `spec` with statistics of `param_shape` (histogram: per-tensor only).
+std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec,
+                                        const Shape& param_shape);
+
+/// PyTorch's FakeQuantize: in forward, when observing, the observer records x and the scale /
+/// zero_point buffers take its qparams; when fake-quantizing, y = fake_quantize(x) with the
+/// straight-through gradient (fake_quant.h).
+class FakeQuantize : public Quantizer {
+ public:
+  /// `param_shape`: param_shape(spec, shape of the quantized tensor) ([1] per tensor).
+  FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer, const Shape& param_shape = Shape{1});
+  Tensor forward(const Tensor& x) override;
+  QParams qparams() const override { return {scale_.clone(), zero_point_.clone()}; }
+  Observer* observer() const override { return observer_.get(); }
+  const Tensor& scale() const { return scale_; }
+  const Tensor& zero_point() const { return zero_point_; }
+
+ private:
+  std::shared_ptr<Observer> observer_;
+  Tensor scale_, zero_point_;
+};
+
+/// FP8 (E4M3 / E5M2) fake quantization with scale = amax / fp8_max, amax = max(|min|, |max|)
+/// from the observer (current or moving-average range: per-tensor "delayed scaling").
+class FP8FakeQuantize : public Quantizer {
+ public:
+  FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer, const Shape& param_shape = Shape{1});
+  Tensor forward(const Tensor& x) override;
+  QParams qparams() const override;
+  Observer* observer() const override { return observer_.get(); }
+  const Tensor& scale() const { return scale_; }
+
+ private:
+  std::shared_ptr<Observer> observer_;
+  Tensor scale_;
+};
+
+}  // namespace qat::quant
