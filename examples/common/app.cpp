@@ -20,6 +20,7 @@
 #include "framework/tensor/blas.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
+#include "modules/quant/prepare.h"
 
 namespace qat::examples {
 namespace {
@@ -28,11 +29,12 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string data = data::kFashionMnistDir;
-  std::string arch, mode = "fp32", optimizer = "sgd", schedule = "cosine";
+  std::string arch, mode = "fp32", qconfig = "int8_default", optimizer = "sgd", schedule = "cosine";
   int epochs = 3, threads = 1;
   std::int64_t batch = 64, train_limit = 0, test_limit = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::uint64_t seed = 0;
+  std::vector<std::string> rules;  // "fc1=skip", "features.*=int8_lsq", "type:Conv2d=int8_default"
   bool json = false;
 };
 
@@ -80,15 +82,31 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Options& o, optim::Optim
   return nullptr;
 }
 
+// "SELECTOR=CONFIG": SELECTOR is "type:TypeName", a glob (has * ? [) or an exact module name.
+void add_rule(quant::QConfigRegistry& registry, const std::string& rule) {
+  const auto eq = rule.find('=');
+  QAT_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < rule.size(), "--rule",
+              "expected SELECTOR=CONFIG, got '", rule, "'");
+  const std::string selector = rule.substr(0, eq), config = rule.substr(eq + 1);
+  if (selector.rfind("type:", 0) == 0) registry.set_module_type(selector.substr(5), config);
+  else if (selector.find_first_of("*?[") != std::string::npos) registry.set_module_glob(selector, config);
+  else registry.set_module_name(selector, config);
+}
+
 int train_and_evaluate(const Options& o, const ModelFactory& factory) {
   set_num_threads(o.threads);
   manual_seed(o.seed);
-  if (o.mode != "fp32")
-    throw Error("--mode " + o.mode + ": quantization-aware training is not available in this build yet");
 
   const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
   nn::ModulePtr model = factory.build(o.arch);
+  if (o.mode == "qat") {
+    quant::QConfigRegistry registry;
+    registry.set_global(o.qconfig);
+    for (const std::string& rule : o.rules) add_rule(registry, rule);
+    const quant::PrepareReport report = quant::prepare_qat(*model, registry);
+    if (!o.json) std::cerr << "prepare_qat (" << o.qconfig << "):\n" << report.table();
+  }
   auto optimizer = make_optimizer(o, *model);
   auto schedule = make_schedule(o, *optimizer);
   data::DataLoader loader(train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
@@ -120,7 +138,7 @@ int train_and_evaluate(const Options& o, const ModelFactory& factory) {
   std::ostringstream js;
   js.precision(6);
   js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"mode\": \""
-     << o.mode << "\", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch
+     << o.mode << "\", \"qconfig\": \"" << (o.mode == "qat" ? o.qconfig : "none") << "\", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch
      << ", \"threads\": " << o.threads << ", \"optimizer\": \"" << o.optimizer
      << "\", \"seed\": " << o.seed << ", \"train_s_per_epoch\": "
      << (o.epochs ? train_seconds / o.epochs : 0.0) << ", \"final_loss\": " << last_loss
@@ -141,6 +159,11 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--data", o.data, "directory with the Fashion-MNIST IDX .gz files")->capture_default_str();
   app.add_option("--arch", o.arch, "architecture")->check(CLI::IsMember(factory.archs))->capture_default_str();
   app.add_option("--mode", o.mode, "fp32 or qat")->check(CLI::IsMember({"fp32", "qat"}))->capture_default_str();
+  app.add_option("--qconfig", o.qconfig, "QAT config preset (with --mode qat)")
+      ->check(CLI::IsMember(quant::QConfigRegistry().names()))->capture_default_str();
+  app.add_option("--rule", o.rules,
+                 "per-layer QAT config, repeatable: NAME=CONFIG, GLOB=CONFIG or type:TYPE=CONFIG "
+                 "(CONFIG may be 'skip')");
   app.add_option("--epochs", o.epochs, "training epochs")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", o.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -1,6 +1,7 @@
 #include "framework/nn/module.h"
 
 #include <algorithm>
+#include <array>
 #include <iomanip>
 #include <sstream>
 
@@ -176,9 +177,7 @@ std::int64_t Module::num_parameters() const {
 }
 
 std::string Module::summary() const {
-  std::ostringstream os;
-  os << std::left << std::setw(28) << "module" << std::setw(22) << "type" << std::setw(34)
-     << "parameters" << std::right << std::setw(10) << "count" << "\n";
+  std::vector<std::array<std::string, 5>> rows{{"module", "type", "parameters", "count", ""}};
   std::int64_t total = 0;
   walk(*this, [&](const std::string& prefix, const Module& m) {
     std::string shapes;
@@ -188,10 +187,19 @@ std::string Module::summary() const {
       count += t.numel();
     }
     total += count;
-    os << std::left << std::setw(28) << (prefix.empty() ? "(root)" : prefix) << std::setw(22)
-       << m.type_name_ << std::setw(34) << shapes << std::right << std::setw(10) << count << "\n";
-    if (!m.extra_repr().empty()) os << "    " << m.extra_repr() << "\n";
+    rows.push_back({prefix.empty() ? "(root)" : prefix, m.type_name_, shapes, std::to_string(count),
+                    m.extra_repr()});
   });
+  std::array<std::size_t, 4> width{};
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::ostringstream os;
+  for (const auto& r : rows) {
+    os << std::left << std::setw(int(width[0] + 2)) << r[0] << std::setw(int(width[1] + 2)) << r[1]
+       << std::setw(int(width[2] + 2)) << r[2] << std::right << std::setw(int(width[3])) << r[3];
+    if (!r[4].empty()) os << "  " << r[4];
+    os << "\n";
+  }
   os << "total parameters: " << total << "\n";
   return os.str();
 }

@@ -16,8 +16,9 @@ Optimizer::Optimizer(NamedTensors params, double lr, const char* fn)
     QAT_REQUIRE(is_floating(p.dtype()) && p.device() == Device::CPU, fn, "parameter '", name,
                 "' must be a float32 or float64 CPU tensor, got ", dtype_name(p.dtype()), " on ",
                 device_name(p.device()));
-    QAT_REQUIRE(p.is_leaf() && p.requires_grad(), fn, "parameter '", name,
-                "' must be a leaf tensor that requires grad");
+    // A parameter may be frozen for now (requires_grad false, e.g. a learnable quantizer in its
+    // warm-up): it has no gradient and step() skips it until it gets one.
+    QAT_REQUIRE(p.is_leaf(), fn, "parameter '", name, "' must be a leaf tensor (not produced by an op)");
     QAT_REQUIRE(seen.insert(name).second, fn, "parameter name '", name, "' appears twice");
   }
 }

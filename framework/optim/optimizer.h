@@ -49,7 +49,8 @@ class Optimizer {
 
  protected:
   /// `fn` names the optimizer in errors. Throws if lr < 0, or if a parameter is undefined,
-  /// not floating point, not a leaf, does not require a gradient, or if a name repeats.
+  /// not floating point, not a leaf, or if a name repeats. Frozen parameters (requires_grad
+  /// false) are accepted and skipped while they have no gradient.
   Optimizer(NamedTensors params, double lr, const char* fn);
 
   /// A per-parameter state slot: per-element slots have the parameter's shape and dtype;

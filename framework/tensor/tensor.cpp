@@ -93,7 +93,24 @@ double Tensor::item() const {
 Tensor Tensor::clone() const {
   Tensor t = empty(shape(), dtype());
   std::memcpy(t.raw_data(), raw_data(), nbytes());
+  t.impl().quant = impl().quant;
   return t;
+}
+
+QuantInfo Tensor::quant_info() const {
+  QAT_REQUIRE(is_quantized(), "Tensor::quant_info", dtype_name(dtype()), " tensor of shape ",
+              shape(), " is not quantized");
+  return *impl().quant;
+}
+
+const Tensor& Tensor::set_quant_info(QuantInfo info) const {
+  QAT_REQUIRE(dtype() == DType::Int8 || dtype() == DType::UInt8 || dtype() == DType::Int32,
+              "Tensor::set_quant_info", "only int8, uint8 and int32 tensors can be quantized, got ",
+              dtype_name(dtype()));
+  QAT_REQUIRE(info.scale > 0 && std::isfinite(info.scale), "Tensor::set_quant_info",
+              "scale must be positive and finite, got ", info.scale);
+  impl().quant = info;
+  return *this;
 }
 
 namespace {
@@ -134,6 +151,7 @@ Tensor Tensor::view_as_shape(const Shape& new_shape) const {
   v->offset = impl().offset;
   v->shape = new_shape;
   v->dtype = dtype();
+  v->quant = impl().quant;
   return Tensor(std::move(v));
 }
 
@@ -149,10 +167,11 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
   v->offset = impl().offset + begin * row;
   v->shape = s;
   v->dtype = dtype();
+  v->quant = impl().quant;
   return Tensor(std::move(v));
 }
 
-Tensor& Tensor::fill_(double value) {
+const Tensor& Tensor::fill_(double value) const {
   detail::dispatch_any(dtype(), [&]<class T>() {
     T* p = data<T>();
     const T v = static_cast<T>(value);
@@ -161,7 +180,7 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   QAT_REQUIRE(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_", "source ",
               dtype_name(src.dtype()), src.shape(), " does not match destination ",
               dtype_name(dtype()), shape());
@@ -222,6 +241,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   });
   if (n > shown) os << ", ...";
   os << "]";
+  if (t.is_quantized()) os << ", scale " << t.quant_info().scale << ", zero_point " << t.quant_info().zero_point;
   if (t.requires_grad()) os << ", requires_grad";
   return os << ")";
 }

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,13 @@ namespace qat {
 class Generator;
 struct Node;
 
+/// Affine quantization of an integer tensor, per tensor: real = scale * (q - zero_point).
+struct QuantInfo {
+  double scale = 1.0;
+  std::int32_t zero_point = 0;
+  bool operator==(const QuantInfo&) const = default;
+};
+
 /// Shared state behind a Tensor handle.
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -25,6 +33,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves)
   std::shared_ptr<Node> grad_fn;     // the op that produced this tensor (non-leaves)
+  std::optional<QuantInfo> quant;    // set on quantized integer tensors (int8 inference)
 };
 
 /// A value-semantics handle over a contiguous row-major tensor: copying a Tensor shares the
@@ -52,6 +61,12 @@ class Tensor {
 
   // ---- inspection ----------------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
+  /// True for an integer tensor that carries its quantization parameters.
+  bool is_quantized() const { return impl().quant.has_value(); }
+  /// The quantization parameters; throws if the tensor is not quantized.
+  QuantInfo quant_info() const;
+  /// Attaches quantization parameters to an int8/uint8/int32 tensor (in place, returns *this).
+  const Tensor& set_quant_info(QuantInfo info) const;
   const Shape& shape() const { return impl().shape; }
   int dim() const { return impl().shape.rank(); }
   /// Size of dimension `d` (negative counts from the end).
@@ -79,9 +94,10 @@ class Tensor {
   /// Rows [begin, end) along dimension 0, sharing storage (no autograd history).
   Tensor rows(std::int64_t begin, std::int64_t end) const;
 
-  /// In-place writes; they bypass autograd and are meant for initialisation and optimizers.
-  Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);
+  /// In-place writes to the shared data (const like every handle operation, as LibTorch's);
+  /// they bypass autograd and are meant for initialisation, optimizers and checkpoints.
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
 
   // ---- autograd ------------------------------------------------------------------------
   bool requires_grad() const { return impl().requires_grad; }

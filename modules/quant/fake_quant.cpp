@@ -73,10 +73,13 @@ void require_params(const Tensor& scale, const Tensor& zero_point, std::int64_t 
 
 Tensor fake_quantize_per_tensor_affine(const Tensor& x, float scale, std::int64_t zero_point,
                                        std::int64_t quant_min, std::int64_t quant_max) {
-  require_float(x, "fake_quantize_per_tensor_affine", "x");
+  constexpr const char* fn = "fake_quantize_per_tensor_affine";
+  require_float(x, fn, "x");
+  // checked before narrowing to int32 (2^32 + 5 would pass as 5)
+  QAT_REQUIRE(quant_min <= zero_point && zero_point <= quant_max, fn, "zero_point ", zero_point,
+              " at index 0 is outside [", quant_min, ", ", quant_max, "]");
   const auto zp = static_cast<std::int32_t>(zero_point);
-  return fake_quantize_impl(x, &scale, &zp, Layout::per_tensor(x.shape()), quant_min, quant_max,
-                            "fake_quantize_per_tensor_affine");
+  return fake_quantize_impl(x, &scale, &zp, Layout::per_tensor(x.shape()), quant_min, quant_max, fn);
 }
 
 Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale,
@@ -84,7 +87,7 @@ Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale,
                                         std::int64_t quant_max) {
   constexpr const char* fn = "fake_quantize_per_channel_affine";
   require_float(x, fn, "x");
-  const Layout layout = Layout::per_channel(x.shape(), axis);
+  const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_params(scale, zero_point, layout.num_params, fn);
   return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout,
                             quant_min, quant_max, fn);

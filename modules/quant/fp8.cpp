@@ -1,6 +1,9 @@
 // FP8 fake quantization (E4M3 / E5M2, Micikevicius et al. 2022): round to the nearest FP8 value
 // with ties to even, saturating at +-max, with a straight-through gradient inside the range.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
@@ -27,6 +30,29 @@ Fp8Format fp8_format(Format f) {
 
 // Values are spaced 2^(e - m) in the binade [2^e, 2^(e+1)) and 2^(emin - m) below 2^emin
 // (subnormals); the spacing is a power of two, so v / step and r * step are exact.
+template <class T>
+T round_fp8(T v, const Fp8Format& f);
+
+// float32: the binade exponent comes from the bit pattern, so the loop vectorises.
+template <>
+float round_fp8<float>(float v, const Fp8Format& f) {
+  const float a = std::fabs(v);
+  std::uint32_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  const int e = std::max(static_cast<int>(bits >> 23) - 127, f.min_exponent);  // floor(log2 a)
+  const int k = f.mantissa_bits - e;                                             // 1/step = 2^k
+  const std::uint32_t up_bits = static_cast<std::uint32_t>(127 + k) << 23;
+  const std::uint32_t down_bits = static_cast<std::uint32_t>(127 - k) << 23;
+  float up, down;
+  std::memcpy(&up, &up_bits, sizeof up);
+  std::memcpy(&down, &down_bits, sizeof down);
+  const float max = static_cast<float>(f.max);
+  float r = std::nearbyint(a * up) * down;
+  r = r < max ? r : max;                  // saturate (also +inf)
+  r = a != a ? a : r;                     // NaN stays NaN
+  return std::copysign(r, v);
+}
+
 template <class T>
 T round_fp8(T v, const Fp8Format& f) {
   if (std::isnan(v)) return v;

@@ -22,6 +22,10 @@ namespace {
 //   q = round_half_even(zp + x/s);  dx = dy [qmin <= q <= qmax]
 //   inside:  dscale += dy * ((clamp(q) - zp) s - x) / s * gf
 //   outside: dscale += dy * (qmin|qmax - zp) * gf,  dzp += -dy * s * gf
+// zp + x/s is one fused multiply-add (a single rounding), as PyTorch's AVX2 / AVX-512 kernel
+// computes it (the compiler contracts it there); explicit, so builds without FMA agree near ties.
+// q stays floating: PyTorch casts it to int64, which overflows for |x/s| >= 2^63 or +-inf;
+// here those count as above / below the range as in the forward, and NaN as below (-> qmin).
 template <class T>
 void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict dx, std::int64_t n,
                   float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
@@ -29,16 +33,17 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
   const float inv = 1.0f / s;
   const T small = static_cast<T>(static_cast<float>(qmin) - zp);
   const T big = static_cast<T>(static_cast<float>(qmax) - zp);
+  const T lo = static_cast<T>(qmin), hi = static_cast<T>(qmax);
   double ds = 0, dz = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const auto q = static_cast<std::int64_t>(std::nearbyint(static_cast<T>(zp) + x[i] * static_cast<T>(inv)));
-    const bool inside = q >= qmin && q <= qmax;
+    const T q = std::nearbyint(std::fma(x[i], static_cast<T>(inv), static_cast<T>(zp)));
+    const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
     dx[i] = inside ? dy[i] : T(0);
     if (inside) {
       const T xfq = static_cast<T>(static_cast<float>(q) - zp) * static_cast<T>(s);
       ds += dy[i] * (xfq - x[i]) * static_cast<T>(inv) * static_cast<T>(gf);
     } else {
-      ds += (q < qmin ? dy[i] * small : dy[i] * big) * static_cast<T>(gf);
+      ds += (below ? dy[i] * small : dy[i] * big) * static_cast<T>(gf);
       dz += dy[i] * T(-1) * static_cast<T>(s) * static_cast<T>(gf);
     }
   }
@@ -124,7 +129,7 @@ Tensor fake_quantize_learnable_per_channel_affine(const Tensor& x, const Tensor&
                                                   double grad_factor) {
   constexpr const char* fn = "fake_quantize_learnable_per_channel_affine";
   require_float(x, fn, "x");
-  const Layout layout = Layout::per_channel(x.shape(), axis);
+  const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_learnable(x, scale, zero_point, layout.num_params, quant_min, quant_max, fn);
   // backward zero point: clamp(round_half_even(zp)), PyTorch's _get_rounded_zero_point
   auto zp_backward = [](float zp, std::int64_t qmin, std::int64_t qmax) {
@@ -145,8 +150,8 @@ void amax_run(const T* __restrict x, T* __restrict y, std::uint8_t* __restrict m
   const T lo = static_cast<T>(qmin), hi = static_cast<T>(qmax);
   for (std::int64_t i = 0; i < n; ++i) {
     const T v = x[i];
-    // bit 0: outside [lo, amax] (no dx); bit 1: x >= amax (+dy to damax); bit 2: x <= -amax
-    mask[i] = static_cast<std::uint8_t>((v > hi_x || v < lo_x) | ((v >= hi_x) << 1) |
+    // bit 0: outside [lo, amax] or NaN (no dx); bit 1: x >= amax (+dy to damax); bit 2: x <= -amax
+    mask[i] = static_cast<std::uint8_t>((!(v >= lo_x && v <= hi_x)) | ((v >= hi_x) << 1) |
                                         ((is_signed && v <= lo_x) << 2));
     T c = v > lo_x ? v : lo_x;
     c = c < hi_x ? c : hi_x;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "modules/quant/detail/layout.h"
+#include "modules/quant/detail/minmax.h"
 #include "modules/quant/fake_quant.h"
 
 namespace qat::quant {
@@ -14,20 +15,14 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 Tensor filled(const Shape& shape, float v) { return Tensor::full(shape, v, DType::Float32); }
 
-// min / max of n floats; `bad` is set if any is NaN or infinite.
-void min_max_run(const float* __restrict x, std::int64_t n, float& mn, float& mx, bool& bad) {
-  float lo = kInf, hi = -kInf;
-  int nan = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-    nan |= v != v;
-  }
-  mn = lo;
-  mx = hi;
-  bad = bad || nan || lo == -kInf || hi == kInf;
+// a + c (b - a) with the product rounded to float before the add, as PyTorch computes it;
+// volatile stops the compiler from contracting the two into one FMA (-march=native), which
+// rounds once and differs from PyTorch in the last bit.
+float moving_average(float a, float b, float c) {
+  const volatile float step = c * (b - a);
+  return a + step;
 }
+
 }  // namespace
 
 Observer::Observer(std::string type_name, const QuantSpec& spec, const Shape& param_shape)
@@ -71,7 +66,7 @@ Tensor Observer::forward(const Tensor& x) {
   const float* px = xf.data<float>();
   layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
     float mn, mx;
-    min_max_run(px + off, n, mn, mx, bad);
+    detail::min_max_run(px + off, n, mn, mx, bad);
     bmin[p] = std::min(bmin[p], mn);
     bmax[p] = std::max(bmax[p], mx);
   });
@@ -133,8 +128,8 @@ void MovingAverageMinMaxObserver::update(const float* batch_min, const float* ba
       mn[i] = batch_min[i];
       mx[i] = batch_max[i];
     } else {
-      mn[i] = mn[i] + c * (batch_min[i] - mn[i]);
-      mx[i] = mx[i] + c * (batch_max[i] - mx[i]);
+      mn[i] = moving_average(mn[i], batch_min[i], c);
+      mx[i] = moving_average(mx[i], batch_max[i], c);
     }
   }
 }

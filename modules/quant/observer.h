@@ -31,6 +31,7 @@ class Observer : public nn::Module {
   const std::string& label() const { return label_; }
   /// Forgets the recorded range.
   virtual void reset();
+  std::string extra_repr() const override { return spec_.str(); }
 
  protected:
   /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks

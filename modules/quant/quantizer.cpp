@@ -49,7 +49,7 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
 }
 
 Tensor FakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled()) {
+  if (observer_enabled() && is_training()) {
     observer_->forward(x);
     const QParams q = observer_->calculate_qparams();
     if (q.scale.shape() != scale_.shape()) {  // the statistics' shape became known
@@ -77,7 +77,7 @@ FP8FakeQuantize::FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer
 
 // scale = max(|min|, |max|) / fp8_max, at least float32 eps
 Tensor FP8FakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled()) {
+  if (observer_enabled() && is_training()) {
     observer_->forward(x);
     const Tensor& mn = observer_->min_val();
     const Tensor& mx = observer_->max_val();

@@ -2,6 +2,8 @@
 // Fake quantizers: Modules that observe a tensor and fake-quantize it, with PyTorch's buffer
 // names (fake_quant_enabled, observer_enabled, scale, zero_point, activation_post_process) so
 // checkpoints and `named_buffers()` read like PyTorch's. Learnable versions: learnable_quantizer.h.
+// Unlike PyTorch, observers only record in training mode: evaluating a model never moves its
+// qparams (PyTorch users call disable_observer before evaluating for the same effect).
 #include <memory>
 #include <string>
 
@@ -49,7 +51,7 @@ enum class ObserverKind { MinMax, MovingAverage, Histogram };
 std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec,
                                         const Shape& param_shape);
 
-/// PyTorch's FakeQuantize: in forward, when observing, the observer records x and the scale /
+/// PyTorch's FakeQuantize: in a training-mode forward, when observing, the observer records x and the scale /
 /// zero_point buffers take its qparams; when fake-quantizing, y = fake_quantize(x) with the
 /// straight-through gradient (fake_quant.h).
 class FakeQuantize : public Quantizer {

@@ -1,5 +1,7 @@
 #include "modules/quant/spec.h"
 
+#include <ostream>
+
 #include "framework/tensor/error.h"
 
 namespace qat::quant {
@@ -91,6 +93,8 @@ QuantSpec QuantSpec::fp8(Format format, Granularity granularity, int axis) {
   return QuantSpec{.format = format, .bits = 8, .is_signed = true, .symmetric = true,
                    .granularity = granularity, .axis = axis};
 }
+
+std::ostream& operator<<(std::ostream& os, const QuantSpec& spec) { return os << spec.str(); }
 
 double fp8_max(Format format) {
   switch (format) {

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 #include "framework/tensor/shape.h"
@@ -50,6 +51,8 @@ struct QuantSpec {
                                     int block_scale_bits = 0);
   static QuantSpec fp8(Format format, Granularity granularity = Granularity::PerTensor, int axis = 0);
 };
+
+std::ostream& operator<<(std::ostream& os, const QuantSpec& spec);  // spec.str()
 
 /// Largest finite magnitude of an FP8 format: 448 (E4M3), 57344 (E5M2).
 double fp8_max(Format format);

@@ -151,3 +151,33 @@ BOOST_AUTO_TEST_CASE(dropout_module_modes) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "framework/optim/sgd.h"
+#include "framework/tensor/storage.h"
+
+BOOST_AUTO_TEST_SUITE(nn_training)
+
+// In steady state a training step (forward, backward, optimizer) takes every tensor buffer
+// from the caching pool: no fresh allocation after the first steps.
+BOOST_AUTO_TEST_CASE(training_step_allocates_no_new_buffers) {
+  manual_seed(9);
+  auto net = make_cnn();
+  optim::SGD opt(net->named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  Generator gen(10);
+  Tensor x = Tensor::uniform(Shape{8, 1, 8, 8}, 0, 1, gen);
+  Tensor y = Tensor::from_vector<std::int64_t>({0, 1, 2, 0, 1, 2, 0, 1}, Shape{8});
+  double first = 0, last = 0;
+  std::uint64_t fresh = 0;
+  for (int step = 0; step < 60; ++step) {
+    if (step == 3) fresh = CachingAllocator::cpu().stats().fresh_allocations;
+    opt.zero_grad();
+    Tensor loss = cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item();
+  }
+  BOOST_TEST(CachingAllocator::cpu().stats().fresh_allocations == fresh);
+  BOOST_TEST(last < 0.2 * first);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/golden.h"
+#include "framework/autograd/ops.h"
 #include "framework/optim/adam.h"
 #include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
@@ -307,10 +308,16 @@ BOOST_AUTO_TEST_CASE(constructor_errors_name_function_argument_and_value) {
   BOOST_TEST(error_of([&] { AdamW(ps, {.weight_decay = -1}); }) ==
              "AdamW: weight_decay must be >= 0, got -1");
 
-  Tensor frozen = Tensor::zeros(Shape{2});
+  Tensor leaf = Tensor::zeros(Shape{2}, DType::Float64);
+  leaf.requires_grad_(true);
+  Tensor derived = leaf * 2.0;
   BOOST_TEST(error_of([&] {
-               SGD({{"frozen", frozen}}, {});
-             }) == "SGD: parameter 'frozen' must be a leaf tensor that requires grad");
+               SGD({{"derived", derived}}, {});
+             }) == "SGD: parameter 'derived' must be a leaf tensor (not produced by an op)");
+  Tensor frozen = Tensor::zeros(Shape{2});  // accepted; skipped while it has no gradient
+  SGD frozen_ok({{"frozen", frozen}}, {.lr = 0.1});
+  frozen_ok.step();
+  BOOST_TEST(frozen.to_vector<float>() == std::vector<float>(2, 0.0f), boost::test_tools::per_element());
   BOOST_TEST(error_of([&] {
                SGD({{"idx", Tensor::zeros(Shape{2}, DType::Int64)}}, {});
              }) == "SGD: parameter 'idx' must be a float32 or float64 CPU tensor, got int64 on cpu");

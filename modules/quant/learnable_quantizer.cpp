@@ -1,0 +1,146 @@
+#include "modules/quant/learnable_quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "framework/autograd/grad_mode.h"
+#include "modules/quant/detail/layout.h"
+#include "modules/quant/fake_quant.h"
+
+namespace qat::quant {
+
+LearnableFakeQuantize::LearnableFakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                                             const Shape& param_shape, const Options& options)
+    : Quantizer("LearnableFakeQuantize", spec), options_(options) {
+  constexpr const char* fn = "LearnableFakeQuantize";
+  QAT_REQUIRE(spec.format == Format::Int && spec.granularity != Granularity::PerBlock, fn,
+              "needs an integer per-tensor or per-channel spec, got ", spec.str());
+  QAT_REQUIRE(observer != nullptr, fn, "observer is null");
+  QAT_REQUIRE(options.warmup_batches >= 1, fn, "warmup_batches must be >= 1, got ", options.warmup_batches);
+  observer_ = register_module("activation_post_process", std::move(observer));
+  scale_ = register_parameter("scale", Tensor::ones(param_shape, DType::Float32));
+  zero_point_ = register_parameter("zero_point", Tensor::zeros(param_shape, DType::Float32));
+  learning_enabled_ = register_buffer("learning_enabled", Tensor::zeros(Shape{1}, DType::UInt8));
+  warmup_seen_ = register_buffer("warmup_seen", Tensor::zeros(Shape{}, DType::Int64));
+  enable_static_estimate();
+}
+
+void LearnableFakeQuantize::enable_param_learning() {
+  learning_enabled_.fill_(1);
+  disable_observer();
+  scale_.requires_grad_(true);
+  zero_point_.requires_grad_(!spec_.symmetric);
+}
+
+void LearnableFakeQuantize::enable_static_estimate() {
+  learning_enabled_.fill_(0);
+  enable_observer();
+  scale_.requires_grad_(false);
+  zero_point_.requires_grad_(false);
+}
+
+// Observer init: the observer's qparams.  LSQ init: scale = 2 mean(|x|) / sqrt(qmax) per
+// tensor or channel, zero point from the observer (LSQ+'s affine offset) or fixed.
+void LearnableFakeQuantize::estimate(const Tensor& x) {
+  NoGradGuard no_grad;
+  observer_->forward(x);
+  const QParams q = observer_->calculate_qparams();
+  QAT_REQUIRE(q.scale.numel() == scale_.numel(), type_name(), "observer produced ",
+              q.scale.numel(), " scales for ", scale_.numel(), " parameters");
+  for (std::int64_t i = 0; i < scale_.numel(); ++i) {
+    scale_.data<float>()[i] = q.scale.data<float>()[i];
+    zero_point_.data<float>()[i] = static_cast<float>(q.zero_point.data<std::int32_t>()[i]);
+  }
+  if (options_.init == LearnableInit::LSQ && warmup_seen_.item() == 0) {
+    const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);
+    const detail::Layout layout = detail::Layout::of(spec_, x.shape());
+    std::vector<double> abs_sum(layout.num_params, 0.0);
+    std::vector<std::int64_t> count(layout.num_params, 0);
+    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      for (std::int64_t i = 0; i < n; ++i) abs_sum[p] += std::fabs(xf.data<float>()[off + i]);
+      count[p] += n;
+    });
+    const double sqrt_qp = std::sqrt(static_cast<double>(spec_.quant_max()));
+    for (std::int64_t p = 0; p < layout.num_params; ++p)
+      scale_.data<float>()[p] = std::max(
+          static_cast<float>(2.0 * abs_sum[p] / std::max<std::int64_t>(count[p], 1) / sqrt_qp), kScaleEps);
+  }
+}
+
+Tensor LearnableFakeQuantize::forward(const Tensor& x) {
+  if (observer_enabled() && is_training()) {
+    estimate(x);
+    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= options_.warmup_batches)
+      enable_param_learning();
+  } else {
+    float* s = scale_.data<float>();  // keep the learned scale positive (PyTorch clamps to eps)
+    for (std::int64_t i = 0; i < scale_.numel(); ++i) s[i] = std::max(s[i], kScaleEps);
+  }
+  if (!fake_quant_enabled()) return x;
+  const double grad_factor =
+      options_.use_grad_scaling ? 1.0 / std::sqrt(static_cast<double>(x.numel()) * spec_.quant_max()) : 1.0;
+  if (spec_.granularity == Granularity::PerChannel)
+    return fake_quantize_learnable_per_channel_affine(x, scale_, zero_point_, spec_.axis,
+                                                      spec_.quant_min(), spec_.quant_max(), grad_factor);
+  return fake_quantize_learnable_per_tensor_affine(x, scale_, zero_point_, spec_.quant_min(),
+                                                   spec_.quant_max(), grad_factor);
+}
+
+QParams LearnableFakeQuantize::qparams() const {
+  QParams q{scale_.clone(), Tensor::empty(zero_point_.shape(), DType::Int32)};
+  const auto lo = static_cast<float>(spec_.quant_min()), hi = static_cast<float>(spec_.quant_max());
+  for (std::int64_t i = 0; i < zero_point_.numel(); ++i) {
+    q.scale.data<float>()[i] = std::max(q.scale.data<float>()[i], kScaleEps);
+    q.zero_point.data<std::int32_t>()[i] =
+        static_cast<std::int32_t>(std::clamp(std::nearbyint(zero_point_.data<float>()[i]), lo, hi));
+  }
+  return q;
+}
+
+// ---- LearnableAmaxFakeQuantize --------------------------------------------------------------
+
+LearnableAmaxFakeQuantize::LearnableAmaxFakeQuantize(const QuantSpec& spec,
+                                                     std::shared_ptr<Observer> observer,
+                                                     const Shape& param_shape,
+                                                     std::int64_t warmup_batches)
+    : Quantizer("LearnableAmaxFakeQuantize", spec), warmup_batches_(warmup_batches) {
+  constexpr const char* fn = "LearnableAmaxFakeQuantize";
+  QAT_REQUIRE(spec.format == Format::Int && spec.symmetric && spec.granularity != Granularity::PerBlock,
+              fn, "needs a symmetric integer per-tensor or per-channel spec, got ", spec.str());
+  QAT_REQUIRE(observer != nullptr, fn, "observer is null");
+  QAT_REQUIRE(warmup_batches >= 1, fn, "warmup_batches must be >= 1, got ", warmup_batches);
+  observer_ = register_module("activation_post_process", std::move(observer));
+  amax_ = register_parameter("amax", Tensor::ones(param_shape, DType::Float32));
+  warmup_seen_ = register_buffer("warmup_seen", Tensor::zeros(Shape{}, DType::Int64));
+  amax_.requires_grad_(false);
+}
+
+Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
+  if (observer_enabled() && is_training()) {
+    observer_->forward(x);
+    const Tensor &mn = observer_->min_val(), &mx = observer_->max_val();
+    QAT_REQUIRE(mn.numel() == amax_.numel(), type_name(), "observer produced ", mn.numel(),
+                " ranges for ", amax_.numel(), " amax values");
+    for (std::int64_t i = 0; i < amax_.numel(); ++i)
+      amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
+    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_) {
+      disable_observer();
+      amax_.requires_grad_(true);
+    }
+  } else {
+    float* a = amax_.data<float>();
+    for (std::int64_t i = 0; i < amax_.numel(); ++i) a[i] = std::max(a[i], kScaleEps);
+  }
+  if (!fake_quant_enabled()) return x;
+  return fake_quantize_learnable_amax(x, amax_, spec_);
+}
+
+QParams LearnableAmaxFakeQuantize::qparams() const {
+  QParams q{Tensor::empty(amax_.shape(), DType::Float32), Tensor::zeros(amax_.shape(), DType::Int32)};
+  const auto qmax = static_cast<float>(spec_.quant_max());
+  for (std::int64_t i = 0; i < amax_.numel(); ++i)
+    q.scale.data<float>()[i] = std::max(amax_.data<float>()[i], kScaleEps) / qmax;
+  return q;
+}
+
+}  // namespace qat::quant

@@ -1,0 +1,76 @@
+#pragma once
+// Quantizers whose range is trained by gradient descent: LSQ / LSQ+ scale and zero point, and a
+// PACT-style learnable clipping value. Both start from an estimate over the first training
+// batches ("warm-up"), then learn; the phase is kept in buffers, so a checkpoint resumes it.
+#include "modules/quant/quantizer.h"
+
+namespace qat::quant {
+
+/// How the learnable range starts.
+enum class LearnableInit {
+  Observer,  ///< the observer's qparams after the warm-up batches (PyTorch's static estimate)
+  LSQ,       ///< scale = 2 mean(|x|) / sqrt(qmax) from the first batch (Esser et al. 2019)
+};
+
+/// LSQ / LSQ+ (Esser et al. 2019; Bhalgat et al. 2020), PyTorch's _LearnableFakeQuantize:
+/// parameters scale and zero_point (float32, [1] or [C]); the gradients are those of
+/// fake_quantize_learnable_per_{tensor,channel}_affine with grad_factor 1 / sqrt(numel * qmax)
+/// (use_grad_scaling). Symmetric specs keep the zero point fixed (not learned).
+/// Buffers: fake_quant_enabled, observer_enabled (= PyTorch's static_enabled),
+/// learning_enabled, warmup_seen.
+class LearnableFakeQuantize : public Quantizer {
+ public:
+  struct Options {
+    LearnableInit init = LearnableInit::Observer;
+    std::int64_t warmup_batches = 1;  ///< training batches that set the range before learning
+    bool use_grad_scaling = true;
+  };
+  LearnableFakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                        const Shape& param_shape, const Options& options);
+  LearnableFakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                        const Shape& param_shape = Shape{1})
+      : LearnableFakeQuantize(spec, std::move(observer), param_shape, Options{}) {}
+
+  Tensor forward(const Tensor& x) override;
+  /// zero_point rounded half to even and clamped, as the forward pass uses it.
+  QParams qparams() const override;
+  Observer* observer() const override { return observer_.get(); }
+
+  /// Stop estimating, learn scale (and zero_point if affine) from now on.
+  void enable_param_learning();
+  /// Back to estimating the range from the observer, without learning.
+  void enable_static_estimate();
+  bool learning_enabled() const { return learning_enabled_.item() != 0; }
+  const Tensor& scale() const { return scale_; }
+  const Tensor& zero_point() const { return zero_point_; }
+  const Options& options() const { return options_; }
+
+ private:
+  void estimate(const Tensor& x);
+
+  Options options_;
+  std::shared_ptr<Observer> observer_;
+  Tensor scale_, zero_point_, learning_enabled_, warmup_seen_;
+};
+
+/// Symmetric fake quantization with a learnable clipping value amax (PACT, Choi et al. 2018;
+/// NVIDIA pytorch-quantization's learn_amax): scale = amax / qmax; see
+/// fake_quantize_learnable_amax. amax starts at max(|min|, |max|) of the warm-up batches.
+/// Parameter amax ([1] or [C]); buffers fake_quant_enabled, observer_enabled, warmup_seen.
+class LearnableAmaxFakeQuantize : public Quantizer {
+ public:
+  LearnableAmaxFakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                            const Shape& param_shape = Shape{1}, std::int64_t warmup_batches = 1);
+  Tensor forward(const Tensor& x) override;
+  /// scale = amax / qmax, zero_point 0 (unsigned specs clip to [0, amax]).
+  QParams qparams() const override;
+  Observer* observer() const override { return observer_.get(); }
+  const Tensor& amax() const { return amax_; }
+
+ private:
+  std::int64_t warmup_batches_;
+  std::shared_ptr<Observer> observer_;
+  Tensor amax_, warmup_seen_;
+};
+
+}  // namespace qat::quant

@@ -1,0 +1,115 @@
+#include "modules/quant/qat_layers.h"
+
+#include "framework/autograd/ops.h"
+
+namespace qat::quant {
+
+namespace {
+Tensor maybe(const std::shared_ptr<Quantizer>& q, const Tensor& x) { return q ? q->forward(x) : x; }
+
+std::string quant_repr(const std::shared_ptr<Quantizer>& w, const std::shared_ptr<Quantizer>& a) {
+  return "weight: " + (w ? w->spec().str() : std::string("float")) +
+         ", activation: " + (a ? a->spec().str() : std::string("float"));
+}
+}  // namespace
+
+// ---- QuantLinear ----------------------------------------------------------------------------
+
+QuantLinear::QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
+                         std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : nn::Module(fused_relu ? "LinearReLU" : "QuantLinear"), fused_relu_(fused_relu) {
+  weight_ = register_parameter("weight", source.weight());
+  if (source.bias().defined()) bias_ = register_parameter("bias", source.bias());
+  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
+  if (activation_fake_quant)
+    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+}
+
+Tensor QuantLinear::forward(const Tensor& x) {
+  Tensor y = linear(x, maybe(weight_fq_, weight_), bias_);
+  if (fused_relu_) y = relu(y);
+  return maybe(act_fq_, y);
+}
+
+std::string QuantLinear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features()) + ", out_features=" +
+         std::to_string(out_features()) + ", " + quant_repr(weight_fq_, act_fq_);
+}
+
+// ---- QuantConv2d ----------------------------------------------------------------------------
+
+QuantConv2d::QuantConv2d(const nn::Conv2d& source, std::shared_ptr<Quantizer> weight_fake_quant,
+                         std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : nn::Module(fused_relu ? "ConvReLU2d" : "QuantConv2d"), params_(source.params()),
+      fused_relu_(fused_relu) {
+  weight_ = register_parameter("weight", source.weight());
+  if (source.bias().defined()) bias_ = register_parameter("bias", source.bias());
+  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
+  if (activation_fake_quant)
+    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+}
+
+Tensor QuantConv2d::forward(const Tensor& x) {
+  Tensor y = conv2d(x, maybe(weight_fq_, weight_), bias_, params_);
+  if (fused_relu_) y = relu(y);
+  return maybe(act_fq_, y);
+}
+
+std::string QuantConv2d::extra_repr() const {
+  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " +
+         quant_repr(weight_fq_, act_fq_);
+}
+
+// ---- ConvBn2d -------------------------------------------------------------------------------
+
+ConvBn2d::ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
+                   std::shared_ptr<Quantizer> weight_fake_quant,
+                   std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : nn::Module(fused_relu ? "ConvBnReLU2d" : "ConvBn2d"), params_(conv.params()),
+      fused_relu_(fused_relu) {
+  QAT_REQUIRE(bn != nullptr && bn->num_features() == conv.out_channels() && bn->weight().defined(),
+              type_name(), "needs an affine BatchNorm2d over the conv's ", conv.out_channels(),
+              " output channels");
+  weight_ = register_parameter("weight", conv.weight());
+  if (conv.bias().defined()) bias_ = register_parameter("bias", conv.bias());
+  freeze_bn_ = register_buffer("freeze_bn", Tensor::zeros(Shape{1}, DType::UInt8));
+  bn_ = register_module("bn", std::move(bn));
+  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
+  if (activation_fake_quant)
+    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+}
+
+// f = gamma / sqrt(running_var + eps);  y = bn(conv(x, W_fq(W f), 0) / f + b)
+Tensor ConvBn2d::forward(const Tensor& x) {
+  const std::int64_t O = weight_.size(0);
+  const Tensor running_std = pow(add(bn_->running_var(), bn_->eps()), 0.5);  // a buffer: no grad
+  const Tensor f = div(bn_->weight(), running_std);                             // grad to gamma
+  const Tensor scaled = maybe(weight_fq_, mul(weight_, reshape(f, {O, 1, 1, 1})));
+  Tensor y = div(conv2d(x, scaled, Tensor(), params_), reshape(f, {1, O, 1, 1}));
+  if (bias_.defined()) y = add(y, reshape(bias_, {1, O, 1, 1}));
+  y = bn_->forward(y);
+  if (fused_relu_) y = relu(y);
+  return maybe(act_fq_, y);
+}
+
+void ConvBn2d::train(bool on) {
+  nn::Module::train(on);
+  if (bn_frozen()) bn_->train(false);  // frozen statistics stay frozen in training mode
+}
+
+void ConvBn2d::freeze_bn_stats() {
+  freeze_bn_.fill_(1);
+  bn_->train(false);
+}
+
+void ConvBn2d::update_bn_stats() {
+  freeze_bn_.fill_(0);
+  bn_->train(is_training());
+}
+
+std::string ConvBn2d::extra_repr() const {
+  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " +
+         quant_repr(weight_fq_, act_fq_) + (bn_frozen() ? ", bn frozen" : "");
+}
+
+}  // namespace qat::quant

@@ -1,0 +1,95 @@
+#pragma once
+// QAT versions of Linear and Conv2d (PyTorch's nn.qat / nn.intrinsic.qat modules): the weight
+// passes through `weight_fake_quant` before the op, the output through `activation_post_process`
+// (after the fused ReLU, if any). They reuse the float layer's parameter tensors, so names
+// ("fc1.weight") and optimizer state carry over.
+#include <memory>
+
+#include "framework/nn/batchnorm.h"
+#include "framework/nn/conv.h"
+#include "framework/nn/linear.h"
+#include "modules/quant/quantizer.h"
+
+namespace qat::quant {
+
+/// y = act_fq(relu?(x W_fq^T + b)), W_fq = weight_fake_quant(W). Type "QuantLinear", or
+/// "LinearReLU" when fused with the following ReLU.
+class QuantLinear : public nn::Module {
+ public:
+  /// Either quantizer may be null (that tensor stays in float).
+  QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
+              std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  std::int64_t in_features() const { return weight_.size(1); }
+  std::int64_t out_features() const { return weight_.size(0); }
+  bool fused_relu() const { return fused_relu_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
+  const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
+
+ private:
+  Tensor weight_, bias_;
+  std::shared_ptr<Quantizer> weight_fq_, act_fq_;
+  bool fused_relu_;
+};
+
+/// y = act_fq(relu?(conv2d(x, W_fq, b))). Type "QuantConv2d", or "ConvReLU2d" when fused.
+class QuantConv2d : public nn::Module {
+ public:
+  QuantConv2d(const nn::Conv2d& source, std::shared_ptr<Quantizer> weight_fake_quant,
+              std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  const Conv2dParams& params() const { return params_; }
+  bool fused_relu() const { return fused_relu_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
+  const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
+
+ private:
+  Conv2dParams params_;
+  Tensor weight_, bias_;
+  std::shared_ptr<Quantizer> weight_fq_, act_fq_;
+  bool fused_relu_;
+};
+
+/// Conv2d + BatchNorm2d (+ ReLU) with the batch norm folded into the fake-quantized weight
+/// during training (PyTorch's _ConvBnNd._forward_approximate, Jacob et al. 2018 sec. 3.2):
+///   f = gamma / sqrt(running_var + eps),  y = bn(conv(x, W_fq(W f), 0) / f + b)
+/// `freeze_bn_stats()` stops updating the running statistics (bn stays in eval mode).
+/// Types "ConvBn2d" / "ConvBnReLU2d"; children "bn", "weight_fake_quant",
+/// "activation_post_process"; buffer "freeze_bn".
+class ConvBn2d : public nn::Module {
+ public:
+  ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
+           std::shared_ptr<Quantizer> weight_fake_quant,
+           std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
+  Tensor forward(const Tensor& x) override;
+  void train(bool on = true) override;
+  std::string extra_repr() const override;
+
+  void freeze_bn_stats();
+  void update_bn_stats();
+  bool bn_frozen() const { return freeze_bn_.item() != 0; }
+  const Conv2dParams& params() const { return params_; }
+  bool fused_relu() const { return fused_relu_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  const std::shared_ptr<nn::BatchNorm2d>& bn() const { return bn_; }
+  const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
+  const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
+
+ private:
+  Conv2dParams params_;
+  Tensor weight_, bias_, freeze_bn_;
+  std::shared_ptr<nn::BatchNorm2d> bn_;
+  std::shared_ptr<Quantizer> weight_fq_, act_fq_;
+  bool fused_relu_;
+};
+
+}  // namespace qat::quant

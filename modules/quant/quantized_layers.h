@@ -1,0 +1,89 @@
+#pragma once
+// Integer inference layers that convert() puts in place of the QAT layers. Activations flow as
+// quantized uint8 tensors (Tensor::quant_info: scale, zero point); weights are int8 symmetric
+// per channel, biases int32 at scale s_in * s_w, accumulation int32, and each output is
+// requantized with a fixed-point multiplier (int8_kernels.h). Every layer checks that its input
+// carries the quantization it was converted for.
+#include "framework/autograd/ops.h"
+#include "framework/nn/module.h"
+#include "modules/quant/qparams.h"
+
+namespace qat::quant {
+
+/// float -> uint8: q = clamp(round(x / scale) + zero_point, 0, 255) (QuantStub after convert).
+class Quantize : public nn::Module {
+ public:
+  Quantize(float scale, std::int32_t zero_point);
+  Tensor forward(const Tensor& x) override;
+  QuantInfo output_quant() const;
+  std::string extra_repr() const override;
+
+ private:
+  Tensor scale_, zero_point_;
+};
+
+/// uint8 -> float: x = scale (q - zero_point) (DeQuantStub after convert); float input passes.
+class Dequantize : public nn::Module {
+ public:
+  Dequantize() : nn::Module("Dequantize") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+/// Shared state of QuantizedLinear / QuantizedConv2d: int8 weight, per-channel weight scales,
+/// int32 bias, the expected input quantization and the output quantization.
+class QuantizedWeightLayer : public nn::Module {
+ public:
+  QuantizedWeightLayer(std::string type, const Tensor& weight_q, const Tensor& weight_scale,
+                       const Tensor& bias_q, QuantInfo input, QuantInfo output, bool fused_relu);
+  QuantInfo input_quant() const;
+  QuantInfo output_quant() const;
+  bool fused_relu() const { return fused_relu_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& weight_scale() const { return weight_scale_; }
+  const Tensor& bias() const { return bias_; }
+
+ protected:
+  /// Checks x is uint8 quantized as expected (naming the layer), returns nothing.
+  void check_input(const Tensor& x) const;
+
+  Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_;
+  bool fused_relu_;
+};
+
+class QuantizedLinear : public QuantizedWeightLayer {
+ public:
+  QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
+                  QuantInfo input, QuantInfo output, bool fused_relu);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+};
+
+class QuantizedConv2d : public QuantizedWeightLayer {
+ public:
+  QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
+                  QuantInfo input, QuantInfo output, bool fused_relu, const Conv2dParams& params);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+ private:
+  Conv2dParams params_;
+};
+
+/// Max pooling on quantized values (max commutes with the monotone dequantization).
+class QuantizedMaxPool2d : public nn::Module {
+ public:
+  explicit QuantizedMaxPool2d(const Pool2dParams& params) : nn::Module("QuantizedMaxPool2d"), params_(params) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Pool2dParams params_;
+};
+
+/// ReLU on quantized values: q = max(q, zero_point).
+class QuantizedReLU : public nn::Module {
+ public:
+  QuantizedReLU() : nn::Module("QuantizedReLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+}  // namespace qat::quant
