@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cstdio>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -14,12 +14,16 @@
 #include "framework/autograd/ops.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/idx.h"
+#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_error.h"
+#include "framework/io/restore.h"
 #include "framework/optim/adam.h"
 #include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
+#include "modules/quant/convert.h"
 #include "modules/quant/prepare.h"
 
 namespace qat::examples {
@@ -30,12 +34,13 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string data = data::kFashionMnistDir;
   std::string arch, mode = "fp32", qconfig = "int8_default", optimizer = "sgd", schedule = "cosine";
+  std::vector<std::string> rules;  // "fc1=skip", "features.*=int8_lsq", "type:Conv2d=int8_default"
   int epochs = 3, threads = 1;
   std::int64_t batch = 64, train_limit = 0, test_limit = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::uint64_t seed = 0;
-  std::vector<std::string> rules;  // "fc1=skip", "features.*=int8_lsq", "type:Conv2d=int8_default"
-  bool json = false;
+  std::string save, load, resume;
+  bool eval_only = false, json = false;
 };
 
 double peak_rss_mb() {
@@ -49,19 +54,102 @@ data::Dataset first(const data::Dataset& d, std::int64_t n) {
   return {d.images.rows(0, n), d.labels.rows(0, n), d.num_classes};
 }
 
-/// Fraction of correctly classified samples, in eval mode without recording a graph.
-double evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
+// ---- models and checkpoints ----------------------------------------------------------------
+
+// "SELECTOR=CONFIG": SELECTOR is "type:TypeName", a glob (has * ? [) or an exact module name.
+void add_rule(quant::QConfigRegistry& registry, const std::string& rule) {
+  const auto eq = rule.find('=');
+  QAT_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < rule.size(), "--rule",
+              "expected SELECTOR=CONFIG, got '", rule, "'");
+  const std::string selector = rule.substr(0, eq), config = rule.substr(eq + 1);
+  if (selector.rfind("type:", 0) == 0) registry.set_module_type(selector.substr(5), config);
+  else if (selector.find_first_of("*?[") != std::string::npos) registry.set_module_glob(selector, config);
+  else registry.set_module_name(selector, config);
+}
+
+std::string join(const std::vector<std::string>& v, char sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(1, sep)) + x;
+  return s;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, sep);)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+// The float model, prepared for QAT when `o.mode` says so; `report` receives prepare's table.
+nn::ModulePtr build_model(const Options& o, const ModelFactory& factory, std::string* report = nullptr) {
+  nn::ModulePtr model = factory.build(o.arch);
+  if (o.mode == "qat") {
+    quant::QConfigRegistry registry;
+    registry.set_global(o.qconfig);
+    for (const std::string& rule : o.rules) add_rule(registry, rule);
+    const quant::PrepareReport r = quant::prepare_qat(*model, registry);
+    if (report) *report = r.table();
+  }
+  return model;
+}
+
+// What a checkpoint says about the model that wrote it, so that it can be rebuilt.
+std::map<std::string, std::string> describe(const Options& o, const ModelFactory& f, const std::string& kind) {
+  return {{"kind", kind}, {"model", f.model}, {"arch", o.arch}, {"mode", o.mode},
+          {"qconfig", o.mode == "qat" ? o.qconfig : ""}, {"rules", join(o.rules, ';')}};
+}
+
+// Adopts the architecture and quantization recorded in `ckpt`; throws CheckpointError if it was
+// written by another program or architecture.
+void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
+  auto get = [&](const char* key) {
+    auto it = ckpt.metadata.find(key);
+    if (it == ckpt.metadata.end())
+      throw io::CheckpointError(ckpt.info.source, std::string("has no '") + key + "' entry: not written by " + f.program);
+    return it->second;
+  };
+  if (get("model") != f.model)
+    throw io::CheckpointError(ckpt.info.source, "holds a '" + get("model") + "' model, not '" + f.model + "'");
+  const std::string arch = get("arch");
+  if (std::find(f.archs.begin(), f.archs.end(), arch) == f.archs.end())
+    throw io::CheckpointError(ckpt.info.source, "holds unknown architecture '" + arch + "'");
+  o.arch = arch;
+  o.mode = get("mode");
+  if (o.mode == "qat") o.qconfig = get("qconfig");
+  o.rules = split(get("rules"), ';');
+}
+
+// ---- training and evaluation -----------------------------------------------------------------
+
+struct Eval {
+  double accuracy = 0;
+  Tensor predictions;  // int64 (N)
+  Tensor logits;       // float32 (N, classes)
+};
+
+/// Accuracy, predictions and logits in eval mode, without recording a graph.
+Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(test, {.batch_size = 1000, .shuffle = false, .flatten = flatten});
-  std::int64_t correct = 0;
+  Eval e{0, Tensor::empty(Shape{test.size()}, DType::Int64),
+         Tensor::empty(Shape{test.size(), test.num_classes}, DType::Float32)};
+  std::int64_t correct = 0, at = 0;
   for (const data::Batch& b : loader) {
-    const Tensor pred = argmax(model.forward(b.images), 1);
-    const std::int64_t* p = pred.data<std::int64_t>();
-    const std::int64_t* y = b.labels.data<std::int64_t>();
-    for (std::int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
+    const Tensor logits = model.forward(b.images);
+    QAT_REQUIRE(logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
+                "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
+                dtype_name(logits.dtype()), logits.shape());
+    const Tensor pred = argmax(logits, 1);
+    const std::int64_t n = pred.numel();
+    std::copy_n(pred.data<std::int64_t>(), n, e.predictions.data<std::int64_t>() + at);
+    std::copy_n(logits.data<float>(), n * test.num_classes, e.logits.data<float>() + at * test.num_classes);
+    for (std::int64_t i = 0; i < n; ++i) correct += pred.data<std::int64_t>()[i] == b.labels.data<std::int64_t>()[i];
+    at += n;
   }
-  return static_cast<double>(correct) / static_cast<double>(test.size());
+  e.accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
+  return e;
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, const nn::Module& model) {
@@ -77,45 +165,96 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, const nn::Mod
 }
 
 std::unique_ptr<optim::LRScheduler> make_schedule(const Options& o, optim::Optimizer& opt) {
-  if (o.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, o.epochs);
+  if (o.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, std::max(o.epochs, 1));
   if (o.schedule == "step") return std::make_unique<optim::StepLR>(opt, std::max(1, o.epochs / 3), 0.1);
   return nullptr;
 }
 
-// "SELECTOR=CONFIG": SELECTOR is "type:TypeName", a glob (has * ? [) or an exact module name.
-void add_rule(quant::QConfigRegistry& registry, const std::string& rule) {
-  const auto eq = rule.find('=');
-  QAT_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < rule.size(), "--rule",
-              "expected SELECTOR=CONFIG, got '", rule, "'");
-  const std::string selector = rule.substr(0, eq), config = rule.substr(eq + 1);
-  if (selector.rfind("type:", 0) == 0) registry.set_module_type(selector.substr(5), config);
-  else if (selector.find_first_of("*?[") != std::string::npos) registry.set_module_glob(selector, config);
-  else registry.set_module_name(selector, config);
+struct Summary {
+  double train_seconds = 0, last_loss = 0;
+  int epochs_run = 0;
+};
+
+/// Writes the training checkpoint (model, optimizer, data order, RNG) after `epoch`, atomically,
+/// so that --resume continues exactly; returns its size in bytes.
+std::int64_t save_training(const Options& o, const ModelFactory& f, const nn::Module& model,
+                           const optim::Optimizer& opt, const data::DataLoader& loader, int epoch,
+                           std::int64_t global_step) {
+  io::Checkpoint ckpt = io::capture(model);
+  ckpt.metadata = describe(o, f, o.mode);
+  ckpt.optimizer = io::capture(opt);
+  const auto st = loader.state();
+  ckpt.training = io::TrainingState{
+      .epoch = epoch, .global_step = global_step, .generators = {{"default", default_generator().state()}},
+      .counters = {{"loader_seed", static_cast<std::int64_t>(st.seed)}, {"loader_epoch", st.epoch},
+                   {"loader_batch", st.batch}}};
+  io::save(ckpt, o.save);
+  return static_cast<std::int64_t>(io::to_bytes(ckpt).size());
 }
 
-int train_and_evaluate(const Options& o, const ModelFactory& factory) {
+// ---- the program ----------------------------------------------------------------------------
+
+int run_program(Options o, const ModelFactory& factory) {
   set_num_threads(o.threads);
   manual_seed(o.seed);
 
-  const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
-  const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
-  nn::ModulePtr model = factory.build(o.arch);
-  if (o.mode == "qat") {
-    quant::QConfigRegistry registry;
-    registry.set_global(o.qconfig);
-    for (const std::string& rule : o.rules) add_rule(registry, rule);
-    const quant::PrepareReport report = quant::prepare_qat(*model, registry);
-    if (!o.json) std::cerr << "prepare_qat (" << o.qconfig << "):\n" << report.table();
+  std::optional<io::Checkpoint> from;  // --load or --resume
+  if (!o.load.empty() || !o.resume.empty()) {
+    from = io::load(o.load.empty() ? o.resume : o.load);
+    adopt(o, factory, *from);
   }
+  const bool int8_file = from && from->metadata.at("kind") == "int8";
+  QAT_REQUIRE(!int8_file || o.resume.empty(), "--resume", "'", o.resume, "' is an int8 inference "
+              "checkpoint; resume from the QAT checkpoint instead");
+  const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
+
+  std::string prepare_table;
+  nn::ModulePtr model = build_model(o, factory, &prepare_table);
+  if (int8_file) quant::convert(*model);
+  if (from) io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
+
+  std::ostringstream js;
+  js.precision(6);
+  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"mode\": \"" << o.mode
+     << "\", \"qconfig\": \"" << (o.mode == "qat" ? o.qconfig : "none") << "\"";
+  if (o.eval_only) {
+    QAT_REQUIRE(from.has_value(), "--eval-only", "needs --load PATH");
+    const Eval e = evaluate(*model, test, factory.flatten_input);
+    js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \"" << from->metadata.at("kind")
+       << "\", \"test_acc\": " << e.accuracy << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
+    if (o.json) std::cout << js.str() << std::endl;
+    else std::cout << factory.model << " " << from->metadata.at("kind") << " checkpoint " << from->info.source
+                   << " test_acc " << e.accuracy << "\n";
+    return 0;
+  }
+
+  const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
   auto optimizer = make_optimizer(o, *model);
   auto schedule = make_schedule(o, *optimizer);
   data::DataLoader loader(train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
                                   .flatten = factory.flatten_input});
-  if (!o.json) std::cerr << model->summary() << "BLAS: " << detail::blas_info() << "\n";
+  int start_epoch = 0;
+  std::int64_t global_step = 0;
+  if (!o.resume.empty()) {  // optimizer, schedule, data order and RNG continue where they stopped
+    QAT_REQUIRE(from->training.has_value(), "--resume", "'", o.resume, "' holds no training state");
+    io::restore_optimizer(*optimizer, *from);
+    start_epoch = static_cast<int>(from->training->epoch);
+    global_step = from->training->global_step;
+    const auto& c = from->training->counters;
+    loader.set_state({static_cast<std::uint64_t>(c.at("loader_seed")), c.at("loader_epoch"), c.at("loader_batch")});
+    io::restore_generators(*from, {{"default", &default_generator()}});
+    if (schedule) schedule->set_epoch(start_epoch);
+  }
+  if (!o.json) {
+    if (!prepare_table.empty()) std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepare_table;
+    std::cerr << model->summary() << "BLAS: " << detail::blas_info() << "\n";
+  }
 
   Progress progress(loader.size(), o.epochs);
-  double train_seconds = 0, test_acc = 0, last_loss = 0;
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+  Summary sum;
+  std::int64_t save_bytes = 0;
+  double test_acc = 0;
+  for (int epoch = start_epoch + 1; epoch <= o.epochs; ++epoch) {
     model->train();
     progress.start_epoch(epoch);
     const auto t0 = Clock::now();
@@ -125,27 +264,53 @@ int train_and_evaluate(const Options& o, const ModelFactory& factory) {
       Tensor loss = cross_entropy(model->forward(b.images), b.labels);
       loss.backward();
       optimizer->step();
-      last_loss = loss.item();
-      progress.update(i++, last_loss, b.labels.numel());
+      sum.last_loss = loss.item();
+      ++global_step;
+      progress.update(i++, sum.last_loss, b.labels.numel());
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    train_seconds += secs;
+    sum.train_seconds += secs;
+    ++sum.epochs_run;
     if (schedule) schedule->step();
-    test_acc = evaluate(*model, test, factory.flatten_input);
+    if (!o.save.empty()) save_bytes = save_training(o, factory, *model, *optimizer, loader, epoch, global_step);
+    test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
+  if (sum.epochs_run == 0) test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
 
-  std::ostringstream js;
-  js.precision(6);
-  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"mode\": \""
-     << o.mode << "\", \"qconfig\": \"" << (o.mode == "qat" ? o.qconfig : "none") << "\", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch
-     << ", \"threads\": " << o.threads << ", \"optimizer\": \"" << o.optimizer
-     << "\", \"seed\": " << o.seed << ", \"train_s_per_epoch\": "
-     << (o.epochs ? train_seconds / o.epochs : 0.0) << ", \"final_loss\": " << last_loss
-     << ", \"test_acc\": " << test_acc << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
+  std::int64_t int8_bytes = 0;
+  js << ", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch << ", \"threads\": " << o.threads
+     << ", \"optimizer\": \"" << o.optimizer << "\", \"schedule\": \"" << o.schedule << "\", \"seed\": " << o.seed
+     << ", \"train_s_per_epoch\": " << (sum.epochs_run ? sum.train_seconds / sum.epochs_run : 0.0)
+     << ", \"final_loss\": " << sum.last_loss << ", \"test_acc\": " << test_acc;
+  if (o.mode == "qat") {
+    // The int8 model: a second copy of the trained QAT model, converted to integer inference.
+    nn::ModulePtr int8_model = build_model(o, factory);
+    io::load_into(*int8_model, io::capture(*model));
+    const quant::ConvertReport conv = quant::convert(*int8_model);
+    const Eval fq = evaluate(*model, test, factory.flatten_input);
+    const Eval q8 = evaluate(*int8_model, test, factory.flatten_input);
+    std::int64_t agree = 0;
+    double max_diff = 0;
+    for (std::int64_t i = 0; i < test.size(); ++i)
+      agree += fq.predictions.data<std::int64_t>()[i] == q8.predictions.data<std::int64_t>()[i];
+    for (std::int64_t i = 0; i < fq.logits.numel(); ++i)
+      max_diff = std::max(max_diff, double(std::fabs(fq.logits.data<float>()[i] - q8.logits.data<float>()[i])));
+    const double agreement = static_cast<double>(agree) / static_cast<double>(test.size());
+    io::Checkpoint q = io::capture(*int8_model);
+    q.metadata = describe(o, factory, "int8");
+    int8_bytes = static_cast<std::int64_t>(io::to_bytes(q).size());
+    if (!o.save.empty()) io::save(q, o.save + ".int8");
+    io::Checkpoint fp32 = io::capture(*factory.build(o.arch));  // the float model of the same network
+    js << ", \"int8_acc\": " << q8.accuracy << ", \"agreement\": " << agreement
+       << ", \"max_logit_diff\": " << max_diff << ", \"fp32_checkpoint_bytes\": " << io::to_bytes(fp32).size()
+       << ", \"int8_checkpoint_bytes\": " << int8_bytes;
+    if (!o.json) std::cerr << "convert:\n" << conv.table();
+  }
+  if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
+  js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
   if (o.json) std::cout << js.str() << std::endl;
-  else std::cout << factory.model << " " << o.mode << " test_acc " << test_acc
-                 << " train_s_per_epoch " << (o.epochs ? train_seconds / o.epochs : 0.0) << "\n";
+  else std::cout << js.str() << "\n";
   return 0;
 }
 
@@ -155,7 +320,7 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   Options o;
   o.arch = factory.archs.front();
   CLI::App app{factory.program + ": train a " + factory.model +
-               " on Fashion-MNIST (fp32 or quantization-aware) and evaluate it"};
+               " on Fashion-MNIST (fp32 or quantization-aware), convert it to int8 and evaluate"};
   app.add_option("--data", o.data, "directory with the Fashion-MNIST IDX .gz files")->capture_default_str();
   app.add_option("--arch", o.arch, "architecture")->check(CLI::IsMember(factory.archs))->capture_default_str();
   app.add_option("--mode", o.mode, "fp32 or qat")->check(CLI::IsMember({"fp32", "qat"}))->capture_default_str();
@@ -164,7 +329,8 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--rule", o.rules,
                  "per-layer QAT config, repeatable: NAME=CONFIG, GLOB=CONFIG or type:TYPE=CONFIG "
                  "(CONFIG may be 'skip')");
-  app.add_option("--epochs", o.epochs, "training epochs")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--epochs", o.epochs, "training epochs (the total, also with --resume)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", o.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -178,6 +344,11 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->capture_default_str();
   app.add_option("--train-limit", o.train_limit, "use only the first N training images (0 = all)");
   app.add_option("--test-limit", o.test_limit, "use only the first N test images (0 = all)");
+  app.add_option("--save", o.save, "write the training checkpoint to PATH after every epoch (QAT mode: "
+                 "the int8 model to PATH.int8 at the end)");
+  auto* load = app.add_option("--load", o.load, "load a checkpoint (QAT, fp32 or int8) written by --save");
+  app.add_flag("--eval-only", o.eval_only, "with --load: evaluate, do not train")->needs(load);
+  app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
   try {
     app.parse(argc, argv);
@@ -185,9 +356,11 @@ int run(int argc, char** argv, const ModelFactory& factory) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    return train_and_evaluate(o, factory);
+    return run_program(o, factory);
   } catch (const std::exception& e) {
-    std::cerr << factory.program << ": error: " << e.what() << "\n";
+    std::string msg = e.what();  // one line: multi-line reports are joined with "; "
+    for (std::size_t at; (at = msg.find("\n")) != std::string::npos;) msg.replace(at, 1, "; ");
+    std::cerr << factory.program << ": error: " << msg << "\n";
     return 2;
   }
 }

@@ -21,32 +21,28 @@ Multiplier quantize_multiplier(double real) {
 }
 
 namespace {
-// gemmlowp: (a * b * 2) >> 32 rounded to nearest, saturating the single overflow case.
-inline std::int32_t saturating_rounding_doubling_high_mul(std::int32_t a, std::int32_t b) {
-  if (a == b && a == std::numeric_limits<std::int32_t>::min()) return std::numeric_limits<std::int32_t>::max();
-  const std::int64_t ab = static_cast<std::int64_t>(a) * b;
-  const std::int32_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
-  return static_cast<std::int32_t>((ab + nudge) / (1LL << 31));
-}
-
-// gemmlowp: x / 2^exponent rounded to nearest, ties away from zero.
-inline std::int32_t rounding_divide_by_pot(std::int32_t x, int exponent) {
-  const std::int32_t mask = static_cast<std::int32_t>((1LL << exponent) - 1);
-  const std::int32_t remainder = x & mask;
-  const std::int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
-
 inline std::uint8_t output(std::int32_t acc, const Requant& rq, std::int64_t o) {
   const std::int32_t v = rq.zero_point + multiply_by_quantized_multiplier(acc, rq.multiplier[o]);
   return static_cast<std::uint8_t>(std::clamp(v, rq.lo, rq.hi));
 }
 }  // namespace
 
+// x * m0 * 2^(shift - 31) rounded once, ties away from zero, in 64-bit integer arithmetic
+// (TFLite's single-rounding requantization; the older double rounding of gemmlowp is off by one
+// near ties).
 std::int32_t multiply_by_quantized_multiplier(std::int32_t x, Multiplier m) {
-  const int left = m.shift > 0 ? m.shift : 0, right = m.shift > 0 ? 0 : -m.shift;
-  const auto shifted = static_cast<std::int32_t>(static_cast<std::int64_t>(x) * (1LL << left));
-  return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, m.m0), right);
+  const std::int64_t p = static_cast<std::int64_t>(x) * m.m0;
+  const int right = 31 - m.shift;
+  std::int64_t r;
+  if (right <= 0) {
+    r = p * (std::int64_t{1} << -right);
+  } else if (right >= 63) {
+    r = 0;
+  } else {
+    const std::int64_t half = std::int64_t{1} << (right - 1);
+    r = (p + half - (p < 0 ? 1 : 0)) >> right;  // arithmetic shift: floor
+  }
+  return static_cast<std::int32_t>(std::clamp<std::int64_t>(r, INT32_MIN, INT32_MAX));
 }
 
 namespace {

@@ -2,7 +2,7 @@
 // Integer-only inference kernels (Jacob et al. 2018, "Quantization and Training of Neural
 // Networks for Efficient Integer-Arithmetic-Only Inference"): uint8 activations with a zero
 // point, int8 symmetric per-channel weights, int32 bias and accumulators, and requantization
-// by a fixed-point multiplier and a rounding right shift (gemmlowp / TFLite semantics).
+// by a fixed-point multiplier and a rounding right shift.
 #include <cstdint>
 
 namespace qat::quant::int8 {
@@ -14,8 +14,8 @@ struct Multiplier {
 };
 Multiplier quantize_multiplier(double real);
 
-/// round(x * real) for real = m as above: SaturatingRoundingDoublingHighMul followed by
-/// RoundingDivideByPOT (ties away from zero), in 32-bit integer arithmetic.
+/// round(x * m0 * 2^(shift - 31)), ties away from zero, exactly (one rounding, 64-bit integers;
+/// TFLite's single-rounding variant), saturated to int32.
 std::int32_t multiply_by_quantized_multiplier(std::int32_t x, Multiplier m);
 
 /// Output stage: y = clamp(zero_point + round(acc * M), lo, hi).

@@ -76,6 +76,9 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
     float* s = scale_.data<float>();  // keep the learned scale positive (PyTorch clamps to eps)
     for (std::int64_t i = 0; i < scale_.numel(); ++i) s[i] = std::max(s[i], kScaleEps);
   }
+  // The phase lives in the buffers (checkpointed); requires_grad follows it.
+  scale_.requires_grad_(learning_enabled());
+  zero_point_.requires_grad_(learning_enabled() && !spec_.symmetric);
   if (!fake_quant_enabled()) return x;
   const double grad_factor =
       options_.use_grad_scaling ? 1.0 / std::sqrt(static_cast<double>(x.numel()) * spec_.quant_max()) : 1.0;
@@ -123,14 +126,12 @@ Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
                 " ranges for ", amax_.numel(), " amax values");
     for (std::int64_t i = 0; i < amax_.numel(); ++i)
       amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
-    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_) {
-      disable_observer();
-      amax_.requires_grad_(true);
-    }
+    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_) disable_observer();
   } else {
     float* a = amax_.data<float>();
     for (std::int64_t i = 0; i < amax_.numel(); ++i) a[i] = std::max(a[i], kScaleEps);
   }
+  amax_.requires_grad_(warmup_seen_.item() >= warmup_batches_);  // the phase lives in the buffers
   if (!fake_quant_enabled()) return x;
   return fake_quantize_learnable_amax(x, amax_, spec_);
 }

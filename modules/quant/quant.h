@@ -11,3 +11,6 @@
 #include "modules/quant/quantizer.h"
 #include "modules/quant/spec.h"
 #include "modules/quant/stubs.h"
+#include "modules/quant/convert.h"
+#include "modules/quant/quantized_layers.h"
+#include "modules/quant/analysis.h"

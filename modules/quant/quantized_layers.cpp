@@ -14,15 +14,22 @@ Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType::Int32)
 std::string quant_str(QuantInfo q) {
   return detail::concat("scale=", q.scale, ", zero_point=", q.zero_point);
 }
+Tensor range_of(const ActivationQuant& a, const char* who) {
+  QAT_REQUIRE(a.quant.scale > 0 && std::isfinite(a.quant.scale), who, "scale must be positive, got ",
+              a.quant.scale);
+  QAT_REQUIRE(0 <= a.lo && a.lo <= a.quant.zero_point && a.quant.zero_point <= a.hi && a.hi <= 255, who,
+              "needs 0 <= lo <= zero_point <= hi <= 255, got lo ", a.lo, ", zero_point ",
+              a.quant.zero_point, ", hi ", a.hi);
+  return Tensor::from_vector<std::int32_t>({a.lo, a.hi}, Shape{2});
+}
 }  // namespace
 
 // ---- Quantize / Dequantize ------------------------------------------------------------------
 
-Quantize::Quantize(float scale, std::int32_t zero_point) : nn::Module("Quantize") {
-  QAT_REQUIRE(scale > 0 && std::isfinite(scale), "Quantize", "scale must be positive, got ", scale);
-  QAT_REQUIRE(zero_point >= 0 && zero_point <= 255, "Quantize", "zero_point must be in [0, 255], got ", zero_point);
-  scale_ = register_buffer("scale", scalar_f(scale));
-  zero_point_ = register_buffer("zero_point", scalar_i(zero_point));
+Quantize::Quantize(const ActivationQuant& output) : nn::Module("Quantize") {
+  output_range_ = register_buffer("output_range", range_of(output, "Quantize"));
+  scale_ = register_buffer("scale", scalar_f(static_cast<float>(output.quant.scale)));
+  zero_point_ = register_buffer("zero_point", scalar_i(output.quant.zero_point));
 }
 
 QuantInfo Quantize::output_quant() const {
@@ -34,13 +41,15 @@ Tensor Quantize::forward(const Tensor& x) {
   require_dtype(x, DType::Float32, "Quantize::forward", "x");
   const float s = scale_.data<float>()[0], inv = 1.0f / s;
   const auto zp = static_cast<float>(zero_point_.data<std::int32_t>()[0]);
+  const auto lo = static_cast<float>(output_range_.data<std::int32_t>()[0]);
+  const auto hi = static_cast<float>(output_range_.data<std::int32_t>()[1]);
   Tensor q = Tensor::empty(x.shape(), DType::UInt8);
   const float* px = x.data<float>();
   std::uint8_t* pq = q.data<std::uint8_t>();
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     const float v = std::nearbyint(px[i] * inv) + zp;
-    const float c = v > 0.0f ? v : 0.0f;
-    pq[i] = static_cast<std::uint8_t>(c < 255.0f ? c : 255.0f);
+    const float c = v > lo ? v : lo;
+    pq[i] = static_cast<std::uint8_t>(c < hi ? c : hi);
   }
   q.set_quant_info(output_quant());
   return q;
@@ -65,7 +74,8 @@ Tensor Dequantize::forward(const Tensor& x) {
 
 QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weight_q,
                                            const Tensor& weight_scale, const Tensor& bias_q,
-                                           QuantInfo input, QuantInfo output, bool fused_relu)
+                                           QuantInfo input, const ActivationQuant& output,
+                                           bool fused_relu)
     : nn::Module(std::move(type)), fused_relu_(fused_relu) {
   require_dtype(weight_q, DType::Int8, type_name().c_str(), "weight");
   require_dtype(weight_scale, DType::Float32, type_name().c_str(), "weight_scale");
@@ -79,8 +89,9 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   }
   input_scale_ = register_buffer("input_scale", scalar_f(static_cast<float>(input.scale)));
   input_zero_point_ = register_buffer("input_zero_point", scalar_i(input.zero_point));
-  scale_ = register_buffer("scale", scalar_f(static_cast<float>(output.scale)));
-  zero_point_ = register_buffer("zero_point", scalar_i(output.zero_point));
+  scale_ = register_buffer("scale", scalar_f(static_cast<float>(output.quant.scale)));
+  zero_point_ = register_buffer("zero_point", scalar_i(output.quant.zero_point));
+  output_range_ = register_buffer("output_range", range_of(output, type_name().c_str()));
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {
@@ -101,34 +112,33 @@ void QuantizedWeightLayer::check_input(const Tensor& x) const {
               quant_str(want));
 }
 
-namespace {
-// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier; the clamp range
-// of the output (a fused ReLU clamps at the zero point: real value 0).
-struct OutputStage {
+// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, the weight row
+// sums (for the input zero point), and the clamp range (a fused ReLU clamps at the zero point).
+struct QuantizedWeightLayer::Stage {
   std::vector<int8::Multiplier> multipliers;
   std::vector<std::int32_t> w_sums;
   int8::Requant requant{};
 };
 
-OutputStage output_stage(const Tensor& weight, const Tensor& weight_scale, QuantInfo in, QuantInfo out,
-                         bool relu) {
-  OutputStage st;
-  const std::int64_t O = weight.size(0), K = weight.numel() / O;
-  const std::int8_t* w = weight.data<std::int8_t>();
+QuantizedWeightLayer::Stage QuantizedWeightLayer::output_stage() const {
+  Stage st;
+  const QuantInfo in = input_quant(), out = output_quant();
+  const std::int64_t O = weight_.size(0), K = weight_.numel() / O;
+  const std::int8_t* w = weight_.data<std::int8_t>();
   for (std::int64_t o = 0; o < O; ++o) {
     st.multipliers.push_back(int8::quantize_multiplier(
-        in.scale * static_cast<double>(weight_scale.data<float>()[o]) / out.scale));
+        in.scale * static_cast<double>(weight_scale_.data<float>()[o]) / out.scale));
     std::int32_t s = 0;
     for (std::int64_t k = 0; k < K; ++k) s += w[o * K + k];
     st.w_sums.push_back(s);
   }
-  st.requant = {st.multipliers.data(), out.zero_point, relu ? out.zero_point : 0, 255};
+  const std::int32_t lo = output_range_.data<std::int32_t>()[0], hi = output_range_.data<std::int32_t>()[1];
+  st.requant = {st.multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo, hi};
   return st;
 }
-}  // namespace
 
 QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                                 QuantInfo input, QuantInfo output, bool fused_relu)
+                                 QuantInfo input, const ActivationQuant& output, bool fused_relu)
     : QuantizedWeightLayer("QuantizedLinear", weight_q, weight_scale, bias_q, input, output, fused_relu) {
   QAT_REQUIRE(weight_q.dim() == 2, "QuantizedLinear", "weight must be (out, in), got ", weight_q.shape());
 }
@@ -139,7 +149,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  const OutputStage st = output_stage(weight_, weight_scale_, input_quant(), output_quant(), fused_relu_);
+  const Stage st = output_stage();
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
@@ -157,7 +167,7 @@ std::string QuantizedLinear::extra_repr() const {
 }
 
 QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                                 QuantInfo input, QuantInfo output, bool fused_relu,
+                                 QuantInfo input, const ActivationQuant& output, bool fused_relu,
                                  const Conv2dParams& params)
     : QuantizedWeightLayer("QuantizedConv2d", weight_q, weight_scale, bias_q, input, output, fused_relu),
       params_(params) {
@@ -181,7 +191,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
   const std::int64_t K = Cg * kh * kw, P = Ho * Wo;
   const std::int32_t zx = input_quant().zero_point;
-  const OutputStage st = output_stage(weight_, weight_scale_, input_quant(), output_quant(), fused_relu_);
+  const Stage st = output_stage();
   Tensor y = Tensor::empty(Shape{N, O, Ho, Wo}, DType::UInt8);
   std::vector<std::uint8_t> col(K * P);
   const std::uint8_t* px = x.data<std::uint8_t>();

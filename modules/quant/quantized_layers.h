@@ -10,16 +10,23 @@
 
 namespace qat::quant {
 
-/// float -> uint8: q = clamp(round(x / scale) + zero_point, 0, 255) (QuantStub after convert).
+/// How an 8-bit activation is stored: uint8 codes with a zero point, clamped to [lo, hi]
+/// (a signed spec is stored shifted by 128: int8 q <-> uint8 q + 128).
+struct ActivationQuant {
+  QuantInfo quant;
+  std::int32_t lo = 0, hi = 255;
+};
+
+/// float -> uint8: q = clamp(round(x / scale) + zero_point, lo, hi) (QuantStub after convert).
 class Quantize : public nn::Module {
  public:
-  Quantize(float scale, std::int32_t zero_point);
+  explicit Quantize(const ActivationQuant& output);
   Tensor forward(const Tensor& x) override;
   QuantInfo output_quant() const;
   std::string extra_repr() const override;
 
  private:
-  Tensor scale_, zero_point_;
+  Tensor scale_, zero_point_, output_range_;
 };
 
 /// uint8 -> float: x = scale (q - zero_point) (DeQuantStub after convert); float input passes.
@@ -34,7 +41,8 @@ class Dequantize : public nn::Module {
 class QuantizedWeightLayer : public nn::Module {
  public:
   QuantizedWeightLayer(std::string type, const Tensor& weight_q, const Tensor& weight_scale,
-                       const Tensor& bias_q, QuantInfo input, QuantInfo output, bool fused_relu);
+                       const Tensor& bias_q, QuantInfo input, const ActivationQuant& output,
+                       bool fused_relu);
   QuantInfo input_quant() const;
   QuantInfo output_quant() const;
   bool fused_relu() const { return fused_relu_; }
@@ -46,14 +54,19 @@ class QuantizedWeightLayer : public nn::Module {
   /// Checks x is uint8 quantized as expected (naming the layer), returns nothing.
   void check_input(const Tensor& x) const;
 
-  Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_;
+  /// Output stage of the integer kernels for the current buffers.
+  struct Stage;
+  Stage output_stage() const;
+
+  Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
+      output_range_;
   bool fused_relu_;
 };
 
 class QuantizedLinear : public QuantizedWeightLayer {
  public:
   QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                  QuantInfo input, QuantInfo output, bool fused_relu);
+                  QuantInfo input, const ActivationQuant& output, bool fused_relu);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 };
@@ -61,7 +74,8 @@ class QuantizedLinear : public QuantizedWeightLayer {
 class QuantizedConv2d : public QuantizedWeightLayer {
  public:
   QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                  QuantInfo input, QuantInfo output, bool fused_relu, const Conv2dParams& params);
+                  QuantInfo input, const ActivationQuant& output, bool fused_relu,
+                  const Conv2dParams& params);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 

@@ -121,6 +121,10 @@ BOOST_AUTO_TEST_CASE(grad_conv2d) {
        false},
       {"conv_mixed_groups3", {1, 6, 7, 9}, {3, 2, 2, 3}, conv_params({2, 1}, {0, 1}, {1, 2}, 3), true},
       {"conv_1x1", {2, 4, 3, 3}, {5, 4, 1, 1}, conv_params({1, 1}, {0, 0}, {1, 1}, 1), true},
+      // 32 output channels per group: the forward with the channels as GEMM columns
+      {"conv_32_channels", {2, 2, 4, 5}, {32, 2, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {"conv_32_per_group_strided", {1, 4, 5, 5}, {64, 2, 2, 3}, conv_params({2, 1}, {1, 1}, {1, 1}, 2),
+       false},
   };
   std::uint64_t seed = 100;
   for (const Config& c : configs) {
@@ -194,6 +198,46 @@ BOOST_AUTO_TEST_CASE(conv2d_golden) {
   BOOST_TEST(n == 6);
 }
 
+// The float32 kernels (AVX-512 GEMMs reading the im2col matrix in place) against the float64
+// path (the matrix built, BLAS) on shapes that take every branch: output channels as GEMM
+// columns (Og >= 32) or not, dx as a convolution of dY (stride 1) or through col2im (stride 2,
+// or padding beyond the kernel), groups, dilation, a first layer without dx, and widths that
+// leave partial vectors.
+BOOST_AUTO_TEST_CASE(conv2d_float_matches_double) {
+  struct Config {
+    Shape x, w;
+    Conv2dParams p;
+    bool x_grad;
+  };
+  const Config configs[] = {
+      {{3, 16, 14, 14}, {32, 16, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},  // CNN conv2
+      {{3, 1, 28, 28}, {16, 1, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), false},   // CNN conv1
+      {{2, 3, 9, 37}, {48, 3, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {{2, 4, 11, 10}, {64, 2, 3, 2}, conv_params({2, 2}, {1, 0}, {1, 1}, 2), true},
+      {{2, 5, 12, 19}, {7, 5, 3, 3}, conv_params({1, 1}, {2, 1}, {2, 2}, 1), true},
+      {{1, 3, 6, 7}, {40, 3, 1, 1}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},  // pad > reach
+  };
+  std::uint64_t seed = 300;
+  for (const Config& c : configs) {
+    Generator gen(seed++);
+    Tensor x = Tensor::normal(c.x, 0, 1, gen, DType::Float64), w = Tensor::normal(c.w, 0, 0.3, gen, DType::Float64);
+    Tensor b = Tensor::normal(Shape{c.w[0]}, 0, 1, gen, DType::Float64);
+    Tensor y = conv2d(x, w, b, c.p);
+    Tensor g = Tensor::normal(y.shape(), 0, 1, gen, DType::Float64);
+    std::vector<Tensor> grads[2];
+    for (DType dt : {DType::Float64, DType::Float32}) {
+      Tensor xs = x.to(dt).requires_grad_(c.x_grad), ws = w.to(dt).requires_grad_(), bs = b.to(dt).requires_grad_();
+      Tensor out = conv2d(xs, ws, bs, c.p);
+      out.backward(g.to(dt));
+      grads[dt == DType::Float32] = {out.detach(), c.x_grad ? xs.grad() : Tensor(), ws.grad(), bs.grad()};
+    }
+    const std::string tag = "conv x" + detail::concat(c.x) + " w" + detail::concat(c.w);
+    const char* names[] = {" out", " grad_x", " grad_w", " grad_b"};
+    for (int i = 0; i < 4; ++i)
+      if (grads[0][i].defined()) expect_close(grads[1][i], grads[0][i], 2e-5, tag + names[i]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(conv2d_is_deterministic) {
   Generator gen(7);
   Tensor x = Tensor::normal(Shape{8, 4, 12, 12}, 0, 1, gen).requires_grad_();
@@ -263,6 +307,33 @@ BOOST_AUTO_TEST_CASE(pooling_values) {
   sum(max_pool2d(y, pool_params({2, 2}, {1, 1}, {0, 0}))).backward();
   BOOST_TEST(y.grad().to_vector<double>() == (std::vector<double>{0, 2, 0, 0, 0, 0, 0, 1, 1}),
              tt::per_element());
+}
+
+// The float32 2x2 path (AVX-512, argmax kept as the window position) against the float64
+// generic path: ties keep the first element in scan order, NaN wins (the last NaN scanned), and
+// the gradient goes to the same element. Widths with more than 16 windows and with a leftover
+// odd column and row.
+BOOST_AUTO_TEST_CASE(max_pool2d_2x2_matches_generic) {
+  const Pool2dParams p = pool_params({2, 2}, {0, 0}, {0, 0});
+  for (const Shape& shape : {Shape{2, 3, 6, 34}, Shape{2, 3, 7, 9}, Shape{3, 2, 14, 14}, Shape{1, 1, 2, 2}}) {
+    Generator gen(shape.numel());
+    std::vector<double> v(static_cast<std::size_t>(shape.numel()));
+    for (double& x : v) {
+      const std::uint64_t r = gen.below(20);
+      x = r == 0 ? NAN : static_cast<double>(gen.below(4));  // many ties, some NaNs
+    }
+    Tensor x64 = Tensor::from_vector<double>(v, shape).requires_grad_();
+    Tensor x32 = x64.detach().to(DType::Float32).requires_grad_();
+    Tensor y64 = max_pool2d(x64, p), y32 = max_pool2d(x32, p);
+    const auto a = y32.to(DType::Float64).to_vector<double>(), e = y64.to_vector<double>();
+    for (std::size_t i = 0; i < e.size(); ++i)
+      BOOST_TEST((a[i] == e[i] || (std::isnan(a[i]) && std::isnan(e[i]))), "out " << i << " " << shape);
+    Tensor g = Tensor::uniform(y64.shape(), 1, 2, gen, DType::Float64);
+    y64.backward(g);
+    y32.backward(g.to(DType::Float32));
+    BOOST_TEST(x32.grad().to(DType::Float64).to_vector<double>() == x64.grad().to_vector<double>(),
+               tt::per_element());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(pooling_errors) {

@@ -1,10 +1,7 @@
-// Elementwise arithmetic with NumPy broadcasting. Broadcast forward passes go through xtensor
-// adaptors over the tensors' buffers; same-shape inputs take a plain loop.
+// Elementwise arithmetic with NumPy broadcasting (planned in ops/broadcast.h: the innermost loop
+// runs over merged contiguous dimensions with unit or zero strides).
 #include <array>
 #include <cmath>
-
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xarray.hpp>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -16,14 +13,6 @@ namespace qat {
 namespace detail {
 namespace {
 
-std::vector<std::size_t> xshape(const Shape& s) { return {s.begin(), s.end()}; }
-
-template <class T>
-auto adapt(const Tensor& t) {
-  return xt::adapt(t.data<T>(), static_cast<std::size_t>(t.numel()), xt::no_ownership(),
-                   xshape(t.shape()));
-}
-
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
   require_float(a, fn, "a");
   require_float(b, fn, "b");
@@ -31,22 +20,43 @@ void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
               ", b is ", dtype_name(b.dtype()));
 }
 
-// out = f(a, b) with broadcasting; same-shape inputs take a plain loop.
+// o[i] = f(a[i * ia], b[i * ib]) for unit or zero strides, each case its own vectorised loop.
+template <class T, class F>
+void binary_run(const T* __restrict a, std::int64_t ia, const T* __restrict b, std::int64_t ib,
+                T* __restrict o, std::int64_t n, F f) {
+  if (ia == 1 && ib == 1) {
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (ia == 1 && ib == 0) {
+    const T y = *b;
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i], y);
+  } else if (ia == 0 && ib == 1) {
+    const T x = *a;
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f(x, b[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i * ia], b[i * ib]);
+  }
+}
+
+// out = f(a, b) with broadcasting.
 template <class F>
 Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, F f) {
   require_same_dtype(a, b, fn);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), fn);
   Tensor out = Tensor::empty(out_shape, a.dtype());
   dispatch_float(a.dtype(), fn, [&]<class T>() {
-    if (a.shape() == b.shape()) {
-      const T* pa = a.data<T>();
-      const T* pb = b.data<T>();
-      T* po = out.data<T>();
-      const std::int64_t n = out.numel();
-      for (std::int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
-    } else {
-      auto xo = adapt<T>(out);
-      xo = xt::make_lambda_xfunction([f](T x, T y) { return f(x, y); }, adapt<T>(a), adapt<T>(b));
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    if (out.numel() == 0) return;
+    const BroadcastPlan p = BroadcastPlan::make(out_shape, a.shape(), b.shape(), true);
+    const int r = p.rank;
+    const std::int64_t n = p.size[r - 1], ia = p.sa[r - 1], ib = p.sb[r - 1];
+    std::array<std::int64_t, Shape::kMaxDims> idx{};
+    for (std::int64_t base = 0, total = out.numel(); base < total; base += n) {
+      std::int64_t oa = 0, ob = 0;
+      for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
+      binary_run(pa + oa, ia, pb + ob, ib, po + base, n, f);
+      for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
     }
   });
   return out;
@@ -54,32 +64,64 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, F f) {
 
 }  // namespace
 
+BroadcastPlan BroadcastPlan::make(const Shape& out, const Shape& a, const Shape& b, bool binary) {
+  // strides of an input aligned to the output's trailing dimensions, 0 where broadcast
+  auto strides = [&](const Shape& in) {
+    std::array<std::int64_t, Shape::kMaxDims> st{};
+    const int lead = out.rank() - in.rank();
+    std::int64_t acc = 1;
+    for (int d = out.rank() - 1; d >= 0; --d) {
+      const int k = d - lead;
+      const std::int64_t n = k >= 0 ? in[k] : 1;
+      st[d] = (n == 1) ? 0 : acc;
+      acc *= n;
+    }
+    return st;
+  };
+  const auto st_a = strides(a), st_b = binary ? strides(b) : std::array<std::int64_t, Shape::kMaxDims>{};
+  BroadcastPlan p;
+  for (int d = 0; d < out.rank(); ++d) {  // drop size-1 dimensions, merge contiguous runs
+    if (out[d] == 1) continue;
+    if (p.rank > 0) {
+      const int q = p.rank - 1;
+      if (p.sa[q] == st_a[d] * out[d] && p.sb[q] == st_b[d] * out[d]) {
+        p.size[q] *= out[d];
+        p.sa[q] = st_a[d];
+        p.sb[q] = st_b[d];
+        continue;
+      }
+    }
+    p.size[p.rank] = out[d];
+    p.sa[p.rank] = st_a[d];
+    p.sb[p.rank] = st_b[d];
+    ++p.rank;
+  }
+  if (p.rank == 0) p = BroadcastPlan{1, {1}, {0}, {0}};
+  return p;
+}
+
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
-  const Shape& gs = grad.shape();
-  const int rank = gs.rank(), lead = rank - shape.rank();
-  QAT_CHECK(lead >= 0, "sum_to: ", gs, " -> ", shape);
-  // Stride of each grad dimension in the output; 0 where the dimension was broadcast.
-  std::array<std::int64_t, Shape::kMaxDims> ostride{};
-  std::int64_t st = 1;
-  for (int i = rank - 1; i >= lead; --i) {
-    ostride[i] = shape[i - lead] == 1 ? 0 : st;
-    st *= shape[i - lead];
-  }
+  QAT_CHECK(grad.dim() >= shape.rank(), "sum_to: ", grad.shape(), " -> ", shape);
   Tensor out = Tensor::zeros(shape, grad.dtype());
+  if (grad.numel() == 0) return out;
+  // iterate over grad; `sa` holds the strides of the output (0 where it was broadcast)
+  const BroadcastPlan p = BroadcastPlan::make(grad.shape(), shape, Shape{}, false);
   dispatch_float(grad.dtype(), "sum_to", [&]<class T>() {
     const T* g = grad.data<T>();
     T* o = out.data<T>();
-    const std::int64_t n = grad.numel();
-    if (n == 0) return;
-    const std::int64_t inner = gs[rank - 1];
+    const int r = p.rank;
+    const std::int64_t n = p.size[r - 1], so = p.sa[r - 1];
     std::array<std::int64_t, Shape::kMaxDims> idx{};
-    for (std::int64_t base = 0; base < n; base += inner) {
+    for (std::int64_t base = 0, total = grad.numel(); base < total; base += n) {
       std::int64_t off = 0;
-      for (int i = 0; i < rank - 1; ++i) off += idx[i] * ostride[i];
-      const std::int64_t s_in = ostride[rank - 1];
-      for (std::int64_t j = 0; j < inner; ++j) o[off + j * s_in] += g[base + j];
-      for (int i = rank - 2; i >= 0 && ++idx[i] == gs[i]; --i) idx[i] = 0;  // odometer
+      for (int d = 0; d + 1 < r; ++d) off += idx[d] * p.sa[d];
+      if (so == 0) {
+        o[off] += sum_lanes(g + base, n);
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) o[off + j] += g[base + j];
+      }
+      for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;
     }
   });
   return out;

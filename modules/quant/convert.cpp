@@ -1,0 +1,204 @@
+#include "modules/quant/convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "framework/nn/basic.h"
+#include "framework/nn/sequential.h"
+#include "modules/quant/qat_layers.h"
+#include "modules/quant/quantized_layers.h"
+#include "modules/quant/stubs.h"
+
+namespace qat::quant {
+
+namespace {
+
+using Flow = std::optional<ActivationQuant>;  // quantization of the tensor flowing; nullopt: float
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// An activation quantizer's 8-bit grid as uint8 storage: signed codes shift by 128.
+ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std::string& who) {
+  QAT_REQUIRE(q != nullptr, "convert", "layer '", who, "' has no output quantizer; the int8 "
+              "backend needs quantized outputs (give it an activation config)");
+  const QuantSpec& s = q->spec();
+  QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.granularity == Granularity::PerTensor,
+              "convert", "layer '", who, "': activation spec ", s.str(),
+              " is not supported by the int8 backend (needs a per-tensor integer spec of <= 8 bits)");
+  const QParams p = q->qparams();
+  const std::int32_t off = s.is_signed ? 128 : 0;
+  return {{p.scale.data<float>()[0], p.zero_point.data<std::int32_t>()[0] + off},
+          static_cast<std::int32_t>(s.quant_min()) + off, static_cast<std::int32_t>(s.quant_max()) + off};
+}
+
+// q = clamp(round(w / s_o), qmin, qmax) per output channel, exactly as the fake quantizer.
+struct QuantizedWeight {
+  Tensor weight, scale;
+};
+
+QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer>& q, const std::string& who) {
+  QAT_REQUIRE(q != nullptr, "convert", "layer '", who, "' has a float weight; the int8 backend needs a "
+              "weight quantizer");
+  const QuantSpec& s = q->spec();
+  QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.symmetric && s.is_signed &&
+                  (s.granularity == Granularity::PerTensor ||
+                   (s.granularity == Granularity::PerChannel && w.shape().axis(s.axis, "convert") == 0)),
+              "convert", "layer '", who, "': weight spec ", s.str(), " is not supported by the int8 "
+              "backend (needs signed symmetric per-tensor or per-output-channel, <= 8 bits)");
+  const QParams p = q->qparams();
+  const std::int64_t O = w.size(0), K = w.numel() / O;
+  QuantizedWeight out{Tensor::empty(w.shape(), DType::Int8), Tensor::empty(Shape{O}, DType::Float32)};
+  const float* pw = w.data<float>();
+  for (std::int64_t o = 0; o < O; ++o) {
+    const float scale = p.scale.data<float>()[p.scale.numel() == 1 ? 0 : o];
+    QAT_REQUIRE(p.zero_point.data<std::int32_t>()[p.zero_point.numel() == 1 ? 0 : o] == 0, "convert",
+                "layer '", who, "': weight zero point must be 0");
+    out.scale.data<float>()[o] = scale;
+    const float inv = 1.0f / scale, lo = static_cast<float>(s.quant_min()), hi = static_cast<float>(s.quant_max());
+    for (std::int64_t k = 0; k < K; ++k)
+      out.weight.data<std::int8_t>()[o * K + k] =
+          static_cast<std::int8_t>(std::clamp(std::nearbyint(pw[o * K + k] * inv), lo, hi));
+  }
+  return out;
+}
+
+// bias_q = round(b / (s_in s_w[o])) in int32 (saturating)
+Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in) {
+  if (!b.defined()) return Tensor();
+  Tensor q = Tensor::empty(b.shape(), DType::Int32);
+  for (std::int64_t o = 0; o < b.numel(); ++o) {
+    const double v = std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
+    q.data<std::int32_t>()[o] = static_cast<std::int32_t>(std::clamp(v, -2147483648.0, 2147483647.0));
+  }
+  return q;
+}
+
+struct Swap {
+  nn::Module* parent;
+  std::string name;
+  nn::ModulePtr module;
+};
+
+struct Converter {
+  std::vector<Swap> swaps;
+  ConvertReport report;
+
+  void record(nn::Module* parent, const std::string& name, const std::string& full,
+              const nn::ModulePtr& from, nn::ModulePtr to) {
+    report.layers.push_back({full, from->type_name(), to->type_name()});
+    swaps.push_back({parent, name, std::move(to)});
+  }
+
+  // Converts the children of `parent` in order; returns the flow after them. Quantized
+  // layers must sit in Sequential containers: elsewhere their execution order is unknown.
+  Flow walk(nn::Module& parent, const std::string& prefix, Flow flow) {
+    const bool ordered = dynamic_cast<nn::Sequential*>(&parent) != nullptr;
+    for (const auto& [name, child] : parent.named_children()) {
+      const std::string full = join(prefix, name), type = child->type_name();
+      const bool quant_layer = std::dynamic_pointer_cast<QuantStub>(child) || type == "DeQuantStub" ||
+                               std::dynamic_pointer_cast<QuantLinear>(child) ||
+                               std::dynamic_pointer_cast<QuantConv2d>(child) ||
+                               std::dynamic_pointer_cast<ConvBn2d>(child);
+      QAT_REQUIRE(ordered || (!quant_layer && !flow), "convert", "layer '", full, "' is inside ",
+                  parent.type_name(), ", which is not a Sequential: its execution order (and so "
+                  "its input quantization) is unknown");
+      if (auto stub = std::dynamic_pointer_cast<QuantStub>(child)) {
+        if (!stub->quantizer()) continue;
+        const ActivationQuant a = activation_quant(stub->quantizer(), full);
+        record(&parent, name, full, child, std::make_shared<Quantize>(a));
+        flow = a;
+      } else if (type == "DeQuantStub") {
+        record(&parent, name, full, child, std::make_shared<Dequantize>());
+        flow.reset();
+      } else if (auto lin = std::dynamic_pointer_cast<QuantLinear>(child)) {
+        require_quantized_input(flow, full);
+        const QuantizedWeight w = quantize_weight(lin->weight(), lin->weight_fake_quant(), full);
+        const ActivationQuant out = activation_quant(lin->activation_fake_quant(), full);
+        record(&parent, name, full, child,
+               std::make_shared<QuantizedLinear>(w.weight, w.scale, quantize_bias(lin->bias(), w.scale, flow->quant.scale),
+                                                 flow->quant, out, lin->fused_relu()));
+        flow = out;
+      } else if (auto conv = std::dynamic_pointer_cast<QuantConv2d>(child)) {
+        require_quantized_input(flow, full);
+        const QuantizedWeight w = quantize_weight(conv->weight(), conv->weight_fake_quant(), full);
+        const ActivationQuant out = activation_quant(conv->activation_fake_quant(), full);
+        record(&parent, name, full, child,
+               std::make_shared<QuantizedConv2d>(w.weight, w.scale, quantize_bias(conv->bias(), w.scale, flow->quant.scale),
+                                                 flow->quant, out, conv->fused_relu(), conv->params()));
+        flow = out;
+      } else if (auto cb = std::dynamic_pointer_cast<ConvBn2d>(child)) {
+        require_quantized_input(flow, full);
+        const Folded f = fold(*cb);
+        const QuantizedWeight w = quantize_weight(f.weight, cb->weight_fake_quant(), full);
+        const ActivationQuant out = activation_quant(cb->activation_fake_quant(), full);
+        record(&parent, name, full, child,
+               std::make_shared<QuantizedConv2d>(w.weight, w.scale, quantize_bias(f.bias, w.scale, flow->quant.scale),
+                                                 flow->quant, out, cb->fused_relu(), cb->params()));
+        flow = out;
+      } else if (!child->named_children().empty()) {
+        flow = walk(*child, full, flow);  // a container
+      } else if (!flow) {
+        continue;  // the float region stays as it is
+      } else if (type == "ReLU") {
+        record(&parent, name, full, child, std::make_shared<QuantizedReLU>());
+      } else if (auto pool = std::dynamic_pointer_cast<nn::MaxPool2d>(child)) {
+        record(&parent, name, full, child, std::make_shared<QuantizedMaxPool2d>(pool->params()));
+      } else if (type == "Dropout") {
+        record(&parent, name, full, child, std::make_shared<nn::Identity>());
+      } else if (type != "Flatten" && type != "Identity") {  // shape-only layers pass through
+        throw Error(detail::concat("convert: layer '", full, "' (", type, ") inside the quantized "
+                                   "region has no int8 version; end the region with a DeQuantStub before it"));
+      }
+    }
+    return flow;
+  }
+
+  static void require_quantized_input(const Flow& flow, const std::string& full) {
+    QAT_REQUIRE(flow, "convert", "layer '", full, "' receives a float input; put a QuantStub before it");
+  }
+
+  // W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
+  struct Folded {
+    Tensor weight, bias;
+  };
+  static Folded fold(const ConvBn2d& cb) {
+    const nn::BatchNorm2d& bn = *cb.bn();
+    const std::int64_t O = cb.weight().size(0), K = cb.weight().numel() / O;
+    Folded f{cb.weight().clone(), Tensor::empty(Shape{O}, DType::Float32)};
+    for (std::int64_t o = 0; o < O; ++o) {
+      const float s = bn.weight().data<float>()[o] /
+                      std::sqrt(bn.running_var().data<float>()[o] + static_cast<float>(bn.eps()));
+      for (std::int64_t k = 0; k < K; ++k) f.weight.data<float>()[o * K + k] *= s;
+      const float b = cb.bias().defined() ? cb.bias().data<float>()[o] : 0.0f;
+      f.bias.data<float>()[o] = (b - bn.running_mean().data<float>()[o]) * s + bn.bias().data<float>()[o];
+    }
+    return f;
+  }
+};
+
+}  // namespace
+
+ConvertReport convert(nn::Module& model) {
+  Converter c;
+  c.walk(model, "", std::nullopt);
+  for (const Swap& s : c.swaps) s.parent->replace_child(s.name, s.module);
+  model.eval();
+  return c.report;
+}
+
+std::string ConvertReport::table() const {
+  std::size_t w0 = 5, w1 = 4;
+  for (const auto& l : layers) w0 = std::max(w0, l.name.size()), w1 = std::max(w1, l.from_type.size());
+  std::ostringstream os;
+  os << "layer" << std::string(w0 - 3, ' ') << "from" << std::string(w1 - 2, ' ') << "to\n";
+  for (const auto& l : layers)
+    os << l.name << std::string(w0 - l.name.size() + 2, ' ') << l.from_type
+       << std::string(w1 - l.from_type.size() + 2, ' ') << l.to_type << "\n";
+  return os.str();
+}
+
+}  // namespace qat::quant
