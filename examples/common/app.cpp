@@ -276,7 +276,10 @@ int run_program(Options o, const ModelFactory& factory) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
-  if (sum.epochs_run == 0) test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
+  if (sum.epochs_run == 0) {
+    test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
+    if (!o.save.empty()) save_bytes = save_training(o, factory, *model, *optimizer, loader, start_epoch, global_step);
+  }
 
   std::int64_t int8_bytes = 0;
   js << ", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch << ", \"threads\": " << o.threads

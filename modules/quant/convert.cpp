@@ -100,9 +100,7 @@ struct Converter {
     for (const auto& [name, child] : parent.named_children()) {
       const std::string full = join(prefix, name), type = child->type_name();
       const bool quant_layer = std::dynamic_pointer_cast<QuantStub>(child) || type == "DeQuantStub" ||
-                               std::dynamic_pointer_cast<QuantLinear>(child) ||
-                               std::dynamic_pointer_cast<QuantConv2d>(child) ||
-                               std::dynamic_pointer_cast<ConvBn2d>(child);
+                               std::dynamic_pointer_cast<QatLayer>(child);
       QAT_REQUIRE(ordered || (!quant_layer && !flow), "convert", "layer '", full, "' is inside ",
                   parent.type_name(), ", which is not a Sequential: its execution order (and so "
                   "its input quantization) is unknown");
@@ -114,30 +112,21 @@ struct Converter {
       } else if (type == "DeQuantStub") {
         record(&parent, name, full, child, std::make_shared<Dequantize>());
         flow.reset();
-      } else if (auto lin = std::dynamic_pointer_cast<QuantLinear>(child)) {
+      } else if (auto layer = std::dynamic_pointer_cast<QatLayer>(child)) {
         require_quantized_input(flow, full);
-        const QuantizedWeight w = quantize_weight(lin->weight(), lin->weight_fake_quant(), full);
-        const ActivationQuant out = activation_quant(lin->activation_fake_quant(), full);
-        record(&parent, name, full, child,
-               std::make_shared<QuantizedLinear>(w.weight, w.scale, quantize_bias(lin->bias(), w.scale, flow->quant.scale),
-                                                 flow->quant, out, lin->fused_relu()));
-        flow = out;
-      } else if (auto conv = std::dynamic_pointer_cast<QuantConv2d>(child)) {
-        require_quantized_input(flow, full);
-        const QuantizedWeight w = quantize_weight(conv->weight(), conv->weight_fake_quant(), full);
-        const ActivationQuant out = activation_quant(conv->activation_fake_quant(), full);
-        record(&parent, name, full, child,
-               std::make_shared<QuantizedConv2d>(w.weight, w.scale, quantize_bias(conv->bias(), w.scale, flow->quant.scale),
-                                                 flow->quant, out, conv->fused_relu(), conv->params()));
-        flow = out;
-      } else if (auto cb = std::dynamic_pointer_cast<ConvBn2d>(child)) {
-        require_quantized_input(flow, full);
-        const Folded f = fold(*cb);
-        const QuantizedWeight w = quantize_weight(f.weight, cb->weight_fake_quant(), full);
-        const ActivationQuant out = activation_quant(cb->activation_fake_quant(), full);
-        record(&parent, name, full, child,
-               std::make_shared<QuantizedConv2d>(w.weight, w.scale, quantize_bias(f.bias, w.scale, flow->quant.scale),
-                                                 flow->quant, out, cb->fused_relu(), cb->params()));
+        const auto cb = std::dynamic_pointer_cast<ConvBn2d>(child);
+        const Folded f = cb ? fold(*cb) : Folded{layer->weight(), layer->bias()};
+        const QuantizedWeight w = quantize_weight(f.weight, layer->weight_fake_quant(), full);
+        const Tensor bias = quantize_bias(f.bias, w.scale, flow->quant.scale);
+        const ActivationQuant out = activation_quant(layer->activation_fake_quant(), full);
+        nn::ModulePtr q;
+        if (std::dynamic_pointer_cast<QuantLinear>(child)) {
+          q = std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, flow->quant, out, layer->fused_relu());
+        } else {
+          const Conv2dParams params = cb ? cb->params() : std::dynamic_pointer_cast<QuantConv2d>(child)->params();
+          q = std::make_shared<QuantizedConv2d>(w.weight, w.scale, bias, flow->quant, out, layer->fused_relu(), params);
+        }
+        record(&parent, name, full, child, q);
         flow = out;
       } else if (!child->named_children().empty()) {
         flow = walk(*child, full, flow);  // a container

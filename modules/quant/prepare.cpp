@@ -13,12 +13,6 @@ namespace qat::quant {
 
 namespace {
 
-bool is_prepared_type(const std::string& t) {
-  static const char* kTypes[] = {"QuantLinear", "LinearReLU", "QuantConv2d", "ConvReLU2d",
-                                 "ConvBn2d",    "ConvBnReLU2d"};
-  return std::find(std::begin(kTypes), std::end(kTypes), t) != std::end(kTypes);
-}
-
 // A planned swap: parent's child `name` becomes `module`; `absorbed` children become Identity.
 struct Swap {
   nn::Module* parent;
@@ -56,8 +50,8 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
     for (std::size_t i = 0; i < children.size(); ++i) {
       const auto& [name, child] = children[i];
       const std::string full = join(prefix, name), type = child->type_name();
-      QAT_REQUIRE(!is_prepared_type(type), "prepare_qat", "module '", full, "' is already a ", type,
-                  " (the model was prepared before)");
+      QAT_REQUIRE(!std::dynamic_pointer_cast<QatLayer>(child), "prepare_qat", "module '", full,
+                  "' is already a ", type, " (the model was prepared before)");
       if (type != "Linear" && type != "Conv2d" && type != "QuantStub") continue;
       QAT_REQUIRE(type != "QuantStub" || !static_cast<const QuantStub&>(*child).quantizer(),
                   "prepare_qat", "module '", full, "' is an already prepared QuantStub (the model "

@@ -4,60 +4,59 @@
 
 namespace qat::quant {
 
-namespace {
-Tensor maybe(const std::shared_ptr<Quantizer>& q, const Tensor& x) { return q ? q->forward(x) : x; }
+// ---- QatLayer -------------------------------------------------------------------------------
 
-std::string quant_repr(const std::shared_ptr<Quantizer>& w, const std::shared_ptr<Quantizer>& a) {
-  return "weight: " + (w ? w->spec().str() : std::string("float")) +
-         ", activation: " + (a ? a->spec().str() : std::string("float"));
+QatLayer::QatLayer(std::string type, const Tensor& weight, const Tensor& bias, bool fused_relu)
+    : nn::Module(std::move(type)), fused_relu_(fused_relu) {
+  weight_ = register_parameter("weight", weight);
+  if (bias.defined()) bias_ = register_parameter("bias", bias);
 }
-}  // namespace
+
+void QatLayer::set_quantizers(std::shared_ptr<Quantizer> weight_fq, std::shared_ptr<Quantizer> act_fq) {
+  if (weight_fq) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fq));
+  if (act_fq) act_fq_ = register_module("activation_post_process", std::move(act_fq));
+}
+
+Tensor QatLayer::output(Tensor y) const {
+  if (fused_relu_) y = relu(y);
+  return act_fq_ ? act_fq_->forward(y) : y;
+}
+
+std::string QatLayer::quant_repr() const {
+  return "weight: " + (weight_fq_ ? weight_fq_->spec().str() : std::string("float")) +
+         ", activation: " + (act_fq_ ? act_fq_->spec().str() : std::string("float"));
+}
 
 // ---- QuantLinear ----------------------------------------------------------------------------
 
 QuantLinear::QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
                          std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : nn::Module(fused_relu ? "LinearReLU" : "QuantLinear"), fused_relu_(fused_relu) {
-  weight_ = register_parameter("weight", source.weight());
-  if (source.bias().defined()) bias_ = register_parameter("bias", source.bias());
-  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
-  if (activation_fake_quant)
-    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+    : QatLayer(fused_relu ? "LinearReLU" : "QuantLinear", source.weight(), source.bias(), fused_relu) {
+  set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
 }
 
-Tensor QuantLinear::forward(const Tensor& x) {
-  Tensor y = linear(x, maybe(weight_fq_, weight_), bias_);
-  if (fused_relu_) y = relu(y);
-  return maybe(act_fq_, y);
-}
+Tensor QuantLinear::forward(const Tensor& x) { return output(linear(x, quantized_weight(weight_), bias_)); }
 
 std::string QuantLinear::extra_repr() const {
   return "in_features=" + std::to_string(in_features()) + ", out_features=" +
-         std::to_string(out_features()) + ", " + quant_repr(weight_fq_, act_fq_);
+         std::to_string(out_features()) + ", " + quant_repr();
 }
 
 // ---- QuantConv2d ----------------------------------------------------------------------------
 
 QuantConv2d::QuantConv2d(const nn::Conv2d& source, std::shared_ptr<Quantizer> weight_fake_quant,
                          std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : nn::Module(fused_relu ? "ConvReLU2d" : "QuantConv2d"), params_(source.params()),
-      fused_relu_(fused_relu) {
-  weight_ = register_parameter("weight", source.weight());
-  if (source.bias().defined()) bias_ = register_parameter("bias", source.bias());
-  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
-  if (activation_fake_quant)
-    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+    : QatLayer(fused_relu ? "ConvReLU2d" : "QuantConv2d", source.weight(), source.bias(), fused_relu),
+      params_(source.params()) {
+  set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
 }
 
 Tensor QuantConv2d::forward(const Tensor& x) {
-  Tensor y = conv2d(x, maybe(weight_fq_, weight_), bias_, params_);
-  if (fused_relu_) y = relu(y);
-  return maybe(act_fq_, y);
+  return output(conv2d(x, quantized_weight(weight_), bias_, params_));
 }
 
 std::string QuantConv2d::extra_repr() const {
-  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " +
-         quant_repr(weight_fq_, act_fq_);
+  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " + quant_repr();
 }
 
 // ---- ConvBn2d -------------------------------------------------------------------------------
@@ -65,18 +64,14 @@ std::string QuantConv2d::extra_repr() const {
 ConvBn2d::ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
                    std::shared_ptr<Quantizer> weight_fake_quant,
                    std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : nn::Module(fused_relu ? "ConvBnReLU2d" : "ConvBn2d"), params_(conv.params()),
-      fused_relu_(fused_relu) {
+    : QatLayer(fused_relu ? "ConvBnReLU2d" : "ConvBn2d", conv.weight(), conv.bias(), fused_relu),
+      params_(conv.params()) {
   QAT_REQUIRE(bn != nullptr && bn->num_features() == conv.out_channels() && bn->weight().defined(),
               type_name(), "needs an affine BatchNorm2d over the conv's ", conv.out_channels(),
               " output channels");
-  weight_ = register_parameter("weight", conv.weight());
-  if (conv.bias().defined()) bias_ = register_parameter("bias", conv.bias());
   freeze_bn_ = register_buffer("freeze_bn", Tensor::zeros(Shape{1}, DType::UInt8));
   bn_ = register_module("bn", std::move(bn));
-  if (weight_fake_quant) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fake_quant));
-  if (activation_fake_quant)
-    act_fq_ = register_module("activation_post_process", std::move(activation_fake_quant));
+  set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
 }
 
 // f = gamma / sqrt(running_var + eps);  y = bn(conv(x, W_fq(W f), 0) / f + b)
@@ -84,12 +79,10 @@ Tensor ConvBn2d::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0);
   const Tensor running_std = pow(add(bn_->running_var(), bn_->eps()), 0.5);  // a buffer: no grad
   const Tensor f = div(bn_->weight(), running_std);                             // grad to gamma
-  const Tensor scaled = maybe(weight_fq_, mul(weight_, reshape(f, {O, 1, 1, 1})));
+  const Tensor scaled = quantized_weight(mul(weight_, reshape(f, {O, 1, 1, 1})));
   Tensor y = div(conv2d(x, scaled, Tensor(), params_), reshape(f, {1, O, 1, 1}));
   if (bias_.defined()) y = add(y, reshape(bias_, {1, O, 1, 1}));
-  y = bn_->forward(y);
-  if (fused_relu_) y = relu(y);
-  return maybe(act_fq_, y);
+  return output(bn_->forward(y));
 }
 
 void ConvBn2d::train(bool on) {
@@ -109,7 +102,7 @@ void ConvBn2d::update_bn_stats() {
 
 std::string ConvBn2d::extra_repr() const {
   return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " +
-         quant_repr(weight_fq_, act_fq_) + (bn_frozen() ? ", bn frozen" : "");
+         quant_repr() + (bn_frozen() ? ", bn frozen" : "");
 }
 
 }  // namespace qat::quant

@@ -12,59 +12,61 @@
 
 namespace qat::quant {
 
-/// y = act_fq(relu?(x W_fq^T + b)), W_fq = weight_fake_quant(W). Type "QuantLinear", or
-/// "LinearReLU" when fused with the following ReLU.
-class QuantLinear : public nn::Module {
+/// What every QAT layer has: the float weight and bias (parameters "weight", "bias"), the
+/// quantizers (children "weight_fake_quant", "activation_post_process"; either may be null, that
+/// tensor then stays in float) and whether a ReLU is fused before the output quantizer.
+class QatLayer : public nn::Module {
  public:
-  /// Either quantizer may be null (that tensor stays in float).
-  QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
-              std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-
-  std::int64_t in_features() const { return weight_.size(1); }
-  std::int64_t out_features() const { return weight_.size(0); }
   bool fused_relu() const { return fused_relu_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
   const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
 
- private:
+ protected:
+  QatLayer(std::string type, const Tensor& weight, const Tensor& bias, bool fused_relu);
+  /// Registers the quantizers (after any other children, for PyTorch's naming order).
+  void set_quantizers(std::shared_ptr<Quantizer> weight_fq, std::shared_ptr<Quantizer> act_fq);
+  Tensor quantized_weight(const Tensor& w) const { return weight_fq_ ? weight_fq_->forward(w) : w; }
+  /// relu (if fused), then the output quantizer.
+  Tensor output(Tensor y) const;
+  std::string quant_repr() const;
+
   Tensor weight_, bias_;
   std::shared_ptr<Quantizer> weight_fq_, act_fq_;
   bool fused_relu_;
 };
 
+/// y = act_fq(relu?(x W_fq^T + b)). Type "QuantLinear", or "LinearReLU" when fused.
+class QuantLinear : public QatLayer {
+ public:
+  QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
+              std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::int64_t in_features() const { return weight_.size(1); }
+  std::int64_t out_features() const { return weight_.size(0); }
+};
+
 /// y = act_fq(relu?(conv2d(x, W_fq, b))). Type "QuantConv2d", or "ConvReLU2d" when fused.
-class QuantConv2d : public nn::Module {
+class QuantConv2d : public QatLayer {
  public:
   QuantConv2d(const nn::Conv2d& source, std::shared_ptr<Quantizer> weight_fake_quant,
               std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
-
   const Conv2dParams& params() const { return params_; }
-  bool fused_relu() const { return fused_relu_; }
-  const Tensor& weight() const { return weight_; }
-  const Tensor& bias() const { return bias_; }
-  const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
-  const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
 
  private:
   Conv2dParams params_;
-  Tensor weight_, bias_;
-  std::shared_ptr<Quantizer> weight_fq_, act_fq_;
-  bool fused_relu_;
 };
 
 /// Conv2d + BatchNorm2d (+ ReLU) with the batch norm folded into the fake-quantized weight
 /// during training (PyTorch's _ConvBnNd._forward_approximate, Jacob et al. 2018 sec. 3.2):
 ///   f = gamma / sqrt(running_var + eps),  y = bn(conv(x, W_fq(W f), 0) / f + b)
 /// `freeze_bn_stats()` stops updating the running statistics (bn stays in eval mode).
-/// Types "ConvBn2d" / "ConvBnReLU2d"; children "bn", "weight_fake_quant",
-/// "activation_post_process"; buffer "freeze_bn".
-class ConvBn2d : public nn::Module {
+/// Types "ConvBn2d" / "ConvBnReLU2d"; child "bn" and buffer "freeze_bn" besides QatLayer's.
+class ConvBn2d : public QatLayer {
  public:
   ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
            std::shared_ptr<Quantizer> weight_fake_quant,
@@ -77,19 +79,12 @@ class ConvBn2d : public nn::Module {
   void update_bn_stats();
   bool bn_frozen() const { return freeze_bn_.item() != 0; }
   const Conv2dParams& params() const { return params_; }
-  bool fused_relu() const { return fused_relu_; }
-  const Tensor& weight() const { return weight_; }
-  const Tensor& bias() const { return bias_; }
   const std::shared_ptr<nn::BatchNorm2d>& bn() const { return bn_; }
-  const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
-  const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
 
  private:
   Conv2dParams params_;
-  Tensor weight_, bias_, freeze_bn_;
+  Tensor freeze_bn_;
   std::shared_ptr<nn::BatchNorm2d> bn_;
-  std::shared_ptr<Quantizer> weight_fq_, act_fq_;
-  bool fused_relu_;
 };
 
 }  // namespace qat::quant

@@ -114,29 +114,28 @@ std::vector<std::string> QConfigRegistry::names() const {
   return out;
 }
 
-void QConfigRegistry::require_config(const std::string& config, const char* fn) const {
-  if (config != "skip") get(config);  // throws with the known names
-  (void)fn;
+void QConfigRegistry::require_config(const std::string& config) const {
+  if (config != "skip") get(config);  // throws naming the known configs
 }
 
 void QConfigRegistry::set_global(const std::string& config) {
-  require_config(config, "set_global");
+  require_config(config);
   global_ = config;
 }
 
 void QConfigRegistry::set_module_type(const std::string& type_name, const std::string& config) {
-  require_config(config, "set_module_type");
+  require_config(config);
   by_type_[type_name] = config;
 }
 
 void QConfigRegistry::set_module_glob(const std::string& pattern, const std::string& config) {
-  require_config(config, "set_module_glob");
+  require_config(config);
   QAT_REQUIRE(!pattern.empty(), "QConfigRegistry::set_module_glob", "empty pattern");
   by_glob_.emplace_back(pattern, config);
 }
 
 void QConfigRegistry::set_module_name(const std::string& name, const std::string& config) {
-  require_config(config, "set_module_name");
+  require_config(config);
   by_name_[name] = config;
 }
 

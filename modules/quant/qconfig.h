@@ -81,7 +81,7 @@ class QConfigRegistry {
   Resolution resolve(const std::string& module_name, const std::string& type_name) const;
 
  private:
-  void require_config(const std::string& config, const char* fn) const;
+  void require_config(const std::string& config) const;
 
   std::map<std::string, QConfig> configs_;
   std::string global_ = "int8_default";

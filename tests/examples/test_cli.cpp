@@ -1,0 +1,170 @@
+// The example programs end to end on a small synthetic Fashion-MNIST-shaped data set: training,
+// checkpoints, int8 evaluation, exact resume, and the exit status and message on bad files.
+#define BOOST_TEST_MODULE qat_examples
+#include <boost/test/unit_test.hpp>
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "framework/tensor/random.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  static int n = 0;
+  const fs::path dir = fs::temp_directory_path() / "qat_cli";
+  const std::string out = (dir / ("out" + std::to_string(n))).string(), err = (dir / ("err" + std::to_string(n++))).string();
+  const int rc = std::system((args + " >" + out + " 2>" + err).c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+}
+
+// The last line of stdout, and one "key": value field of that JSON line.
+std::string last_line(const std::string& s) {
+  const auto end = s.find_last_not_of('\n');
+  const auto start = s.rfind('\n', end);
+  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+std::string field(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return "(missing " + key + ")";
+  const auto start = at + key.size() + 4;
+  return json.substr(start, json.find_first_of(",}", start) - start);
+}
+
+// Class c draws a bright square in a class-specific place: learnable in a few steps.
+void write_idx(const fs::path& dir, const std::string& prefix, int n, std::uint64_t seed) {
+  qat::Generator gen(seed);
+  std::string images, labels;
+  auto be32 = [](std::string& s, std::uint32_t v) {
+    for (int k = 3; k >= 0; --k) s.push_back(static_cast<char>((v >> (8 * k)) & 0xFF));
+  };
+  be32(images, 0x803), be32(images, n), be32(images, 28), be32(images, 28);
+  be32(labels, 0x801), be32(labels, n);
+  for (int i = 0; i < n; ++i) {
+    const int c = static_cast<int>(gen.below(10));
+    labels.push_back(static_cast<char>(c));
+    for (int p = 0; p < 28 * 28; ++p) {
+      const int r = p / 28, col = p % 28, r0 = (c / 5) * 14, c0 = (c % 5) * 5;
+      const bool on = r >= r0 && r < r0 + 10 && col >= c0 && col < c0 + 5;
+      images.push_back(static_cast<char>(on ? 200 + gen.below(56) : gen.below(40)));
+    }
+  }
+  for (auto [name, bytes] : {std::pair{prefix + "-images-idx3-ubyte.gz", &images}, {prefix + "-labels-idx1-ubyte.gz", &labels}}) {
+    gzFile f = gzopen((dir / name).c_str(), "wb");
+    gzwrite(f, bytes->data(), static_cast<unsigned>(bytes->size()));
+    gzclose(f);
+  }
+}
+
+struct Fixture {
+  fs::path dir = fs::temp_directory_path() / "qat_cli";
+  std::string data;
+  Fixture() {
+    fs::remove_all(dir);
+    fs::create_directories(dir / "data");
+    write_idx(dir / "data", "train", 640, 1);
+    write_idx(dir / "data", "t10k", 200, 2);
+    data = " --data " + (dir / "data").string() + " --threads 1 --json";
+  }
+  ~Fixture() { fs::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(cli, Fixture)
+
+BOOST_AUTO_TEST_CASE(train_save_convert_and_reload) {
+  const Result r = run(std::string(QAT_MLP_QAT) + data + " --mode qat --epochs 2 --save " + path("m.ckpt"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::string js = last_line(r.out);
+  BOOST_TEST(field(js, "mode") == "\"qat\"");
+  BOOST_TEST(std::stod(field(js, "test_acc")) > 0.5, js);
+  BOOST_TEST(std::stod(field(js, "agreement")) >= 0.99, js);
+  BOOST_TEST(std::stoll(field(js, "int8_checkpoint_bytes")) <= 0.3 * std::stoll(field(js, "fp32_checkpoint_bytes")));
+  BOOST_TEST(fs::file_size(path("m.ckpt")) == std::stoull(field(js, "checkpoint_bytes")));
+  BOOST_TEST(fs::exists(path("m.ckpt.int8")));
+  const Result q = run(std::string(QAT_MLP_QAT) + data + " --load " + path("m.ckpt") + " --eval-only");
+  BOOST_REQUIRE_MESSAGE(q.status == 0, q.err);
+  BOOST_TEST(field(last_line(q.out), "test_acc") == field(js, "test_acc"));
+  BOOST_TEST(field(last_line(q.out), "kind") == "\"qat\"");
+  const Result i8 = run(std::string(QAT_MLP_QAT) + data + " --load " + path("m.ckpt.int8") + " --eval-only");
+  BOOST_REQUIRE_MESSAGE(i8.status == 0, i8.err);
+  BOOST_TEST(field(last_line(i8.out), "test_acc") == field(js, "int8_acc"));
+}
+
+BOOST_AUTO_TEST_CASE(resume_is_exact) {
+  const std::string base = std::string(QAT_CNN_QAT) + data + " --mode qat --arch cnn-bn --train-limit 320";
+  // the same run stopped after epoch 1 (its checkpoint), then resumed to epoch 2
+  const Result one = run(base + " --epochs 1 --save " + path("one.ckpt"));
+  BOOST_REQUIRE_MESSAGE(one.status == 0, one.err);
+  const Result a = run(base + " --epochs 2");
+  const Result b = run(base + " --epochs 2 --resume " + path("one.ckpt"));
+  BOOST_REQUIRE_MESSAGE(a.status == 0, a.err);
+  BOOST_REQUIRE_MESSAGE(b.status == 0, b.err);
+  for (const char* key : {"final_loss", "test_acc", "int8_acc", "agreement"}) {
+    BOOST_TEST(field(last_line(a.out), key).find("missing") == std::string::npos, key);
+    BOOST_TEST(field(last_line(a.out), key) == field(last_line(b.out), key), key);
+  }
+  // and a resumed run differs from one that restarts from scratch after epoch 1
+  BOOST_TEST(field(last_line(one.out), "final_loss") != field(last_line(b.out), "final_loss"));
+}
+
+BOOST_AUTO_TEST_CASE(bad_checkpoints_exit_2_with_one_line) {
+  const Result r = run(std::string(QAT_MLP_QAT) + data + " --mode qat --epochs 1 --train-limit 64 --save " + path("m.ckpt"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::uintmax_t size = fs::file_size(path("m.ckpt"));
+  auto corrupt = [&](const std::string& name, const std::function<void(std::string&)>& edit) {
+    std::ifstream in(path("m.ckpt"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    edit(bytes);
+    std::ofstream(path(name), std::ios::binary) << bytes;
+  };
+  corrupt("flipped.ckpt", [&](std::string& b) { b[size / 2] ^= 0x5A; });
+  corrupt("truncated.ckpt", [&](std::string& b) { b.resize(size - 100); });
+  struct Case {
+    std::string file, expect;
+  } cases[] = {{path("flipped.ckpt"), "payload is corrupt"},
+               {path("truncated.ckpt"), "truncated"},
+               {path("missing.ckpt"), "cannot open"}};
+  for (const Case& c : cases) {
+    const Result e = run(std::string(QAT_MLP_QAT) + data + " --load " + c.file + " --eval-only");
+    BOOST_TEST(e.status == 2, c.file);
+    BOOST_TEST(e.out.empty(), c.file);
+    BOOST_TEST(std::count(e.err.begin(), e.err.end(), '\n') == 1, e.err);
+    BOOST_TEST(e.err.find(c.file) != std::string::npos, e.err);
+    BOOST_TEST(e.err.find(c.expect) != std::string::npos, e.err);
+  }
+  // a checkpoint of another program
+  const Result cnn = run(std::string(QAT_CNN_QAT) + data + " --epochs 0 --save " + path("cnn.ckpt"));
+  BOOST_REQUIRE_MESSAGE(cnn.status == 0, cnn.err);
+  const Result m = run(std::string(QAT_MLP_QAT) + data + " --load " + path("cnn.ckpt") + " --eval-only");
+  BOOST_TEST(m.status == 2);
+  BOOST_TEST(m.err.find("holds a 'cnn' model, not 'mlp'") != std::string::npos, m.err);
+  // bad command lines
+  BOOST_TEST(run(std::string(QAT_MLP_QAT) + " --epochs -1").status == 2);
+  BOOST_TEST(run(std::string(QAT_MLP_QAT) + " --mode int3").status == 2);
+  const Result nodata = run(std::string(QAT_MLP_QAT) + " --data " + path("nowhere") + " --epochs 1");
+  BOOST_TEST(nodata.status == 2);
+  BOOST_TEST(nodata.err.find(path("nowhere")) != std::string::npos, nodata.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
