@@ -1,5 +1,7 @@
 // GEMM throughput on the shapes of the Fashion-MNIST MLP and CNN training steps: the library's
 // gemm<float> next to the system BLAS (what PyTorch links here) on the same data, same run.
+// The conv rows are the per-image GEMMs conv2d runs, which read the im2col matrix from the
+// padded image (gemm_gather_a/_b); BLAS gets that matrix built (not timed).
 //   build/bench/bench_gemm
 #include <chrono>
 #include <cstdio>
@@ -43,6 +45,9 @@ int main() {
       {"cnn conv2 dW      dY col^T", false, true, 32, 400, 12544},
       {"cnn conv2 dcol    W^T dY", true, false, 400, 12544, 32},
       {"cnn conv1 forward W col", false, false, 16, 50176, 25},
+      {"cnn fc forward    x W^T", false, true, 64, 10, 1568},
+      {"cnn fc dX         G W", false, false, 64, 1568, 10},
+      {"cnn fc dW         G^T x", true, false, 10, 1568, 64},
   };
   std::printf("BLAS: %s\n", detail::blas_info().c_str());
   std::printf("%-28s %18s %10s %10s %8s\n", "shape (1 thread)", "M x N x K", "qat GF/s", "blas GF/s",
@@ -62,6 +67,58 @@ int main() {
     const double flop = 2.0 * c.M * c.N * c.K;
     std::printf("%-28s %5lld x %5lld x %5lld %10.1f %10.1f %7.2fx\n", c.what, (long long)c.M,
                 (long long)c.N, (long long)c.K, flop / ours / 1e9, flop / ref / 1e9, ref / ours);
+  }
+
+  // Per image, as conv2d runs them: a padded image of C planes (H + 4)^2, a 5x5 kernel, padding 2.
+  struct ConvCase {
+    const char* what;
+    std::int64_t C, H, O;
+    int gemm;  // 0: forward y^T = col^T W^T, 1: dW^T = col dY^T, 2: forward y = W col
+  };
+  const ConvCase conv_cases[] = {
+      {"conv2 fwd/img  col^T W^T", 16, 14, 32, 0},  {"conv2 dW^T/img col dY^T", 16, 14, 32, 1},
+      {"conv2 dx/img   Wf col(dY)", 32, 14, 16, 2},  // dx: conv of dY (32 ch) with 16 outputs
+      {"conv1 fwd/img  W col", 1, 28, 16, 2},       {"conv1 dW^T/img col dY^T", 1, 28, 16, 1},
+  };
+  for (const ConvCase& c : conv_cases) {
+    const std::int64_t hp = c.H + 4, K = c.C * 25, P = c.H * c.H;
+    std::vector<std::int64_t> tap, pos;
+    for (std::int64_t ch = 0; ch < c.C; ++ch)
+      for (std::int64_t i = 0; i < 5; ++i)
+        for (std::int64_t j = 0; j < 5; ++j) tap.push_back((ch * hp + i) * hp + j);
+    for (std::int64_t oh = 0; oh < c.H; ++oh)
+      for (std::int64_t ow = 0; ow < c.H; ++ow) pos.push_back(oh * hp + ow);
+    std::vector<float> xp(c.C * hp * hp), col(K * P), W(c.O * K), D(c.O * P), C(std::max(K, P) * c.O);
+    for (auto* v : {&xp, &W, &D})
+      for (auto& x : *v) x = static_cast<float>(gen.uniform());
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t p = 0; p < P; ++p) col[k * P + p] = xp[tap[k] + pos[p]];
+    std::int64_t M = P, N = c.O, KK = K;  // gemm 0: (P, O) = col^T (P, K) W^T (K, O)
+    if (c.gemm == 1) M = K, N = c.O, KK = P;
+    if (c.gemm == 2) M = c.O, N = P, KK = K;
+    const double ours = seconds_per_call([&] {
+      if (c.gemm == 0)
+        detail::gemm_gather_a<float>(P, c.O, K, 1, xp.data(), pos.data(), tap.data(), true, W.data(), K,
+                                     0, C.data(), c.O);
+      else if (c.gemm == 1)
+        detail::gemm_gather_a<float>(K, c.O, P, 1, xp.data(), tap.data(), pos.data(), true, D.data(), P,
+                                     0, C.data(), c.O);
+      else
+        detail::gemm_gather_b<float>(false, c.O, P, K, 1, W.data(), K, xp.data(), tap.data(), pos.data(),
+                                     0, C.data(), P);
+    });
+    const double ref = seconds_per_call([&] {
+      if (c.gemm == 0)
+        detail::blas_gemm<float>(true, true, P, c.O, K, 1, col.data(), P, W.data(), K, 0, C.data(), c.O);
+      else if (c.gemm == 1)
+        detail::blas_gemm<float>(false, true, K, c.O, P, 1, col.data(), P, D.data(), P, 0, C.data(),
+                                 c.O);
+      else
+        detail::blas_gemm<float>(false, false, c.O, P, K, 1, W.data(), K, col.data(), P, 0, C.data(), P);
+    });
+    const double flop = 2.0 * M * N * KK;
+    std::printf("%-28s %5lld x %5lld x %5lld %10.1f %10.1f %7.2fx\n", c.what, (long long)M, (long long)N,
+                (long long)KK, flop / ours / 1e9, flop / ref / 1e9, ref / ours);
   }
   return 0;
 }

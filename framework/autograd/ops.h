@@ -90,7 +90,7 @@ struct Conv2dParams {
   std::int64_t groups = 1;
 };
 /// x (N,C,H,W), weight (O,C/groups,kh,kw), optional bias (O) -> (N,O,Ho,Wo).
-/// im2col + GEMM per group; the column buffer comes from the pool.
+/// GEMMs per image and group that read the im2col matrix from a padded copy of the image.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
 

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "framework/tensor/error.h"
 #include "framework/tensor/parallel.h"
@@ -109,9 +111,51 @@ void gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t
   blas_gemm<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+template <class T>
+void gemm_gather_a(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a,
+                   const std::int64_t* row_offset, const std::int64_t* k_offset, bool trans_b,
+                   const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm_available())
+      return sgemm_gather_a(M, N, K, alpha, a, row_offset, k_offset, trans_b, B, ldb, beta, C, ldc);
+  }
+  std::vector<T> A(M * K);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t k = 0; k < K; ++k) A[i * K + k] = a[row_offset[i] + k_offset[k]];
+  gemm<T>(false, trans_b, M, N, K, alpha, A.data(), K, B, ldb, beta, C, ldc);
+}
+template void gemm_gather_a<float>(std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                                   const std::int64_t*, const std::int64_t*, bool, const float*,
+                                   std::int64_t, float, float*, std::int64_t);
+template void gemm_gather_a<double>(std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                                    const std::int64_t*, const std::int64_t*, bool, const double*,
+                                    std::int64_t, double, double*, std::int64_t);
+
+template <class T>
+void gemm_gather_b(bool trans_a, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
+                   std::int64_t lda, const T* b, const std::int64_t* k_offset,
+                   const std::int64_t* col_offset, T beta, T* C, std::int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm_available())
+      return sgemm_gather_b(trans_a, M, N, K, alpha, A, lda, b, k_offset, col_offset, beta, C, ldc);
+  }
+  std::vector<T> B(K * N);
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t j = 0; j < N; ++j) B[k * N + j] = b[k_offset[k] + col_offset[j]];
+  gemm<T>(trans_a, false, M, N, K, alpha, A, lda, B.data(), N, beta, C, ldc);
+}
+template void gemm_gather_b<float>(bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                                   std::int64_t, const float*, const std::int64_t*, const std::int64_t*,
+                                   float, float*, std::int64_t);
+template void gemm_gather_b<double>(bool, std::int64_t, std::int64_t, std::int64_t, double,
+                                    const double*, std::int64_t, const double*, const std::int64_t*,
+                                    const std::int64_t*, double, double*, std::int64_t);
+
 std::string blas_info() {
-  return (sgemm_available() ? std::string("float32: qat sgemm (AVX-512); float64: ")
-                            : std::string("float32 and float64: ")) + blas().info;
+  if (sgemm_available())  // the system BLAS only serves float64: do not load it just to name it
+    return std::string("float32: qat sgemm (AVX-512); float64: ") +
+           (loaded ? blas().info : std::string("system CBLAS, loaded on first use"));
+  return "float32 and float64: " + blas().info;
 }
 
 void blas_set_num_threads(int n) {

@@ -12,6 +12,22 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
           const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
           std::int64_t ldc);
 
+/// C(M,N) = alpha * A(M,K) * op(B)(K,N) + beta * C with A(i, k) = a[row_offset[i] + k_offset[k]]
+/// (an im2col matrix read from a padded image). float32 gathers inside the kernel
+/// (sgemm_gather_a); elsewhere A is built first.
+template <class T>
+void gemm_gather_a(std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a,
+                   const std::int64_t* row_offset, const std::int64_t* k_offset, bool trans_b,
+                   const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc);
+
+/// C(M,N) = alpha * op(A)(M,K) * B(K,N) + beta * C with B(k, j) = b[k_offset[k] + col_offset[j]]
+/// (an im2col matrix with positions as columns). float32 gathers inside the kernel
+/// (sgemm_gather_b); elsewhere B is built first.
+template <class T>
+void gemm_gather_b(bool trans_a, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
+                   std::int64_t lda, const T* b, const std::int64_t* k_offset,
+                   const std::int64_t* col_offset, T beta, T* C, std::int64_t ldc);
+
 /// Always the system CBLAS (the reference that tests and benchmarks compare gemm against).
 template <class T>
 void blas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,

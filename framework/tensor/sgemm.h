@@ -15,4 +15,20 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int6
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
            std::int64_t ldc);
 
+/// C = alpha * A * op(B) + beta * C, where A (M x K) is read through offsets into `a`:
+///   A(i, k) = a[row_offset[i] + k_offset[k]]
+/// e.g. the im2col matrix of a padded image, with the output positions as rows and the kernel
+/// taps as k (or the other way round), without building it. B and C as in sgemm.
+void sgemm_gather_a(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
+                    const std::int64_t* row_offset, const std::int64_t* k_offset, bool trans_b,
+                    const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
+
+/// C = alpha * op(A) * B + beta * C, where B (K x N) is read through offsets into `b`:
+///   B(k, j) = b[k_offset[k] + col_offset[j]]
+/// e.g. the im2col matrix with the output positions as columns. Columns whose offsets are
+/// consecutive are loaded together (up to 16), so rows of positions are vector loads.
+void sgemm_gather_b(bool trans_a, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                    const float* A, std::int64_t lda, const float* b, const std::int64_t* k_offset,
+                    const std::int64_t* col_offset, float beta, float* C, std::int64_t ldc);
+
 }  // namespace qat::detail

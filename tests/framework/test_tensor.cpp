@@ -135,35 +135,164 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(gemm)
 
+namespace {
+// C = alpha * A B + beta * C in float64, A (M, K) and B (K, N) given elementwise.
+template <class FA, class FB>
+std::vector<double> reference_gemm(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, FA a,
+                                   FB b, float beta, const std::vector<float>& C, std::int64_t ldc) {
+  std::vector<double> ref(M * N);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += double(a(i, k)) * double(b(k, j));
+      ref[i * N + j] = alpha * s + (beta == 0.0f ? 0.0 : beta * double(C[i * ldc + j]));
+    }
+  return ref;
+}
+
+// Worst |C - ref| over the M x N block of C (leading dimension ldc).
+double worst_error(const std::vector<float>& C, std::int64_t ldc, const std::vector<double>& ref,
+                   std::int64_t M, std::int64_t N) {
+  double worst = 0;
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      worst = std::max(worst, std::abs(C[i * ldc + j] - ref[i * N + j]));
+  return worst;
+}
+
+std::vector<float> uniform_values(Generator& gen, std::int64_t n, double lo, double hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(lo + (hi - lo) * gen.uniform());
+  return v;
+}
+
+const std::pair<float, float> kAlphaBeta[] = {{1.0f, 0.0f}, {-0.5f, 1.0f}, {2.0f, 0.25f}};
+}  // namespace
+
 // The library's float GEMM against a float64 reference, over edge-heavy shapes, every
-// transpose combination and alpha/beta variants (including beta = 0 with NaN in C).
+// transpose combination, leading dimensions equal to and larger than the rows, and alpha/beta
+// variants (including beta = 0 with NaN in C, which must not be read).
 BOOST_AUTO_TEST_CASE(sgemm_matches_reference) {
   Generator gen(5);
-  const std::int64_t dims[][3] = {{1, 1, 1},   {7, 5, 3},    {8, 48, 256}, {9, 49, 257},
-                                  {64, 256, 784}, {130, 3100, 20}, {33, 17, 600}, {0, 5, 3}, {4, 6, 0}};
+  const std::int64_t dims[][3] = {{1, 1, 1},      {7, 5, 3},       {8, 48, 256},  {9, 49, 257},
+                                  {64, 256, 784}, {130, 3100, 20}, {33, 17, 600}, {0, 5, 3},
+                                  {4, 6, 0},      {400, 32, 196},  {25, 16, 784}, {16, 196, 400},
+                                  {9, 1100, 100}};
   for (auto [M, N, K] : dims)
-    for (int t = 0; t < 4; ++t)
-      for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 1.0f}, std::pair{2.0f, 0.25f}}) {
-        const bool ta = t & 1, tb = t & 2;
-        std::vector<float> A(M * K), B(K * N), C(M * N);
-        for (auto& v : A) v = static_cast<float>(gen.uniform() - 0.5);
-        for (auto& v : B) v = static_cast<float>(gen.uniform() - 0.5);
-        for (auto& v : C) v = beta == 0.0f ? std::nanf("") : static_cast<float>(gen.uniform());
-        std::vector<double> ref(M * N);
-        for (std::int64_t i = 0; i < M; ++i)
-          for (std::int64_t j = 0; j < N; ++j) {
-            double s = 0;
-            for (std::int64_t k = 0; k < K; ++k)
-              s += double(ta ? A[k * M + i] : A[i * K + k]) * double(tb ? B[j * K + k] : B[k * N + j]);
-            ref[i * N + j] = alpha * s + (beta == 0.0f ? 0.0 : beta * double(C[i * N + j]));
-          }
-        detail::gemm<float>(ta, tb, M, N, K, alpha, A.data(), ta ? M : K, B.data(), tb ? K : N, beta,
-                            C.data(), N);
-        double worst = 0;
-        for (std::int64_t i = 0; i < M * N; ++i) worst = std::max(worst, std::abs(C[i] - ref[i]));
-        BOOST_TEST(worst < 1e-5 * std::max<std::int64_t>(K, 1), "M " << M << " N " << N << " K " << K
-                                                                    << " ta " << ta << " tb " << tb);
+    for (int t = 0; t < 8; ++t)
+      for (auto [alpha, beta] : kAlphaBeta) {
+        const bool ta = t & 1, tb = t & 2, padded = t & 4;
+        const std::int64_t extra = padded ? 3 : 0;  // leading dimensions beyond the rows
+        const std::int64_t lda = (ta ? M : K) + extra, ldb = (tb ? K : N) + extra, ldc = N + extra;
+        const std::vector<float> A = uniform_values(gen, (ta ? K : M) * lda, -0.5, 0.5);
+        const std::vector<float> B = uniform_values(gen, (tb ? N : K) * ldb, -0.5, 0.5);
+        std::vector<float> C = uniform_values(gen, M * ldc, 0, 1);
+        if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));
+        const auto ref = reference_gemm(
+            M, N, K, alpha, [&](auto i, auto k) { return ta ? A[k * lda + i] : A[i * lda + k]; },
+            [&](auto k, auto j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }, beta, C, ldc);
+        detail::gemm<float>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+        BOOST_TEST(
+            worst_error(C, ldc, ref, M, N) < 1e-5 * std::max<std::int64_t>(K, 1),
+            "M " << M << " N " << N << " K " << K << " ta " << ta << " tb " << tb << " ld+" << extra);
       }
+}
+
+// Offsets of an im2col matrix: a 3-channel (5 + 2*2)-square padded image with a 3x3 kernel,
+// positions 5x5 (tap + pos), and scrambled offsets that repeat and go backwards.
+struct GatherShape {
+  std::vector<std::int64_t> rows, ks;
+};
+std::vector<GatherShape> gather_shapes(Generator& gen) {
+  std::vector<std::int64_t> taps, pos, scrambled, one{7};
+  for (std::int64_t c = 0; c < 3; ++c)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 3; ++j) taps.push_back((c * 9 + i) * 9 + j);
+  for (std::int64_t oh = 0; oh < 5; ++oh)
+    for (std::int64_t ow = 0; ow < 5; ++ow) pos.push_back(oh * 9 + ow);
+  for (int i = 0; i < 37; ++i) scrambled.push_back(static_cast<std::int64_t>(gen.below(40)));
+  std::vector<std::int64_t> long_runs;  // runs of 20 and 3 consecutive offsets, then 40
+  for (std::int64_t i = 0; i < 20; ++i) long_runs.push_back(100 + i);
+  for (std::int64_t i = 0; i < 3; ++i) long_runs.push_back(200 + i);
+  for (std::int64_t i = 0; i < 40; ++i) long_runs.push_back(300 + i);
+  return {{pos, taps},      {taps, pos},      {scrambled, taps}, {one, pos},
+          {long_runs, one}, {one, long_runs}, {taps, scrambled}};
+}
+
+// sgemm_gather_a: A(i, k) = a[row[i] + kof[k]], read inside the kernel.
+BOOST_AUTO_TEST_CASE(sgemm_gather_a_matches_reference) {
+  if (!detail::sgemm_available()) return;
+  Generator gen(6);
+  const std::vector<float> a = uniform_values(gen, 400, -0.5, 0.5);
+  for (const GatherShape& shape : gather_shapes(gen))
+    for (std::int64_t N : {1, 16, 32, 33, 50})
+      for (int tb = 0; tb < 2; ++tb)
+        for (auto [alpha, beta] : kAlphaBeta) {
+          const std::int64_t M = std::ssize(shape.rows), K = std::ssize(shape.ks),
+                             ldb = (tb ? K : N) + 1;
+          const std::vector<float> B = uniform_values(gen, (tb ? N : K) * ldb, -0.5, 0.5);
+          std::vector<float> C = uniform_values(gen, M * N, 0, 1);
+          if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));
+          const auto ref = reference_gemm(
+              M, N, K, alpha, [&](auto i, auto k) { return a[shape.rows[i] + shape.ks[k]]; },
+              [&](auto k, auto j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }, beta, C, N);
+          detail::sgemm_gather_a(M, N, K, alpha, a.data(), shape.rows.data(), shape.ks.data(), tb,
+                                 B.data(), ldb, beta, C.data(), N);
+          BOOST_TEST(worst_error(C, N, ref, M, N) < 1e-5 * double(K),
+                     "M " << M << " N " << N << " K " << K);
+        }
+}
+
+// sgemm_gather_b: B(k, j) = b[kof[k] + col[j]]; runs of consecutive column offsets are loaded
+// as vectors (up to 16), so runs shorter, equal to and longer than a vector all occur.
+BOOST_AUTO_TEST_CASE(sgemm_gather_b_matches_reference) {
+  if (!detail::sgemm_available()) return;
+  Generator gen(7);
+  const std::vector<float> b = uniform_values(gen, 400, -0.5, 0.5);
+  for (const GatherShape& shape : gather_shapes(gen))
+    for (std::int64_t M : {1, 8, 9, 20})
+      for (int ta = 0; ta < 2; ++ta)
+        for (auto [alpha, beta] : kAlphaBeta) {
+          const std::int64_t K = std::ssize(shape.rows), N = std::ssize(shape.ks),
+                             lda = (ta ? M : K) + 2;
+          const std::vector<float> A = uniform_values(gen, (ta ? K : M) * lda, -0.5, 0.5);
+          std::vector<float> C = uniform_values(gen, M * N, 0, 1);
+          if (beta == 0.0f) std::fill(C.begin(), C.end(), std::nanf(""));
+          const auto ref = reference_gemm(
+              M, N, K, alpha, [&](auto i, auto k) { return ta ? A[k * lda + i] : A[i * lda + k]; },
+              [&](auto k, auto j) { return b[shape.rows[k] + shape.ks[j]]; }, beta, C, N);
+          detail::sgemm_gather_b(ta, M, N, K, alpha, A.data(), lda, b.data(), shape.rows.data(),
+                                 shape.ks.data(), beta, C.data(), N);
+          BOOST_TEST(worst_error(C, N, ref, M, N) < 1e-5 * double(K),
+                     "M " << M << " N " << N << " K " << K);
+        }
+}
+
+// The float64 fallbacks build the matrix and call BLAS: the same results on the same offsets.
+BOOST_AUTO_TEST_CASE(gemm_gather_double_fallback) {
+  Generator gen(8);
+  std::vector<double> a(400);
+  for (auto& x : a) x = gen.uniform() - 0.5;
+  const std::vector<std::int64_t> rows{0, 5, 17, 3}, ks{1, 2, 3, 10, 11};
+  std::vector<double> B(5 * 3), C(4 * 3), A(3 * 4), C2(3 * 5);
+  for (auto& x : B) x = gen.uniform();
+  for (auto& x : A) x = gen.uniform();
+  detail::gemm_gather_a<double>(4, 3, 5, 1.0, a.data(), rows.data(), ks.data(), false, B.data(), 3, 0.0,
+                                C.data(), 3);
+  detail::gemm_gather_b<double>(false, 3, 5, 4, 1.0, A.data(), 4, a.data(), rows.data(), ks.data(), 0.0,
+                                C2.data(), 5);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 5; ++k) s += a[rows[i] + ks[k]] * B[k * 3 + j];
+      BOOST_TEST(std::abs(C[i * 3 + j] - s) < 1e-12);
+    }
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k) s += A[i * 4 + k] * a[rows[k] + ks[j]];
+      BOOST_TEST(std::abs(C2[i * 5 + j] - s) < 1e-12);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,11 +1,18 @@
-// 2-D convolution as im2col + GEMM, one image at a time so that the column buffer (K = Cg*kh*kw
-// rows, P = Ho*Wo columns) stays in cache:  y_n[g] (Og, P) = W_g (Og, K) x col (K, P).
-// Each image is first copied into a zero-padded buffer, so im2col and col2im need no bounds
-// checks. BLAS threads the GEMMs; the rest runs serially in a fixed order (deterministic).
+// 2-D convolution as GEMMs over the im2col matrix of each image, one image at a time so that
+// everything stays in cache. With K = Cg*kh*kw kernel taps and P = Ho*Wo output positions,
+//   col (K, P) = im2col(x_n),  y_ng (Og, P) = W_g (Og, K) col + b.
+// Each image is copied into a zero-padded buffer xp, in which col[k][p] = xp[tap[k] + pos[p]],
+// and the GEMMs read col straight from xp (detail::gemm_gather_a/_b) instead of building it.
+// The output channels are the GEMM's columns (its vector lanes) where they fill two vectors:
+//   forward  y_ng^T (P, Og) = col^T W_g^T   (Og >= 32; else y_ng = W_g col, positions as columns)
+//   dW       dW_g^T (K, Og) = sum_n col dY_ng^T
+//   dx       stride 1: a convolution of dY_ng, zero-padded, with the flipped kernel (positions
+//            as columns); else col2im(W_g^T dY_ng) through a column buffer.
+// Other operands are read in place. Everything runs in a fixed order (deterministic).
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
 #include <algorithm>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -17,6 +24,8 @@ namespace qat {
 using Grads = std::vector<Tensor>;
 using Inputs = std::vector<Tensor>;
 using detail::gemm;
+using detail::gemm_gather_a;
+using detail::gemm_gather_b;
 using i64 = std::int64_t;
 
 namespace {
@@ -28,6 +37,20 @@ struct ConvGeom {
   i64 P() const { return Ho * Wo; }       // output positions per image
   i64 Hp() const { return H + 2 * padding[0]; }
   i64 Wp() const { return W + 2 * padding[1]; }
+  bool channels_as_columns() const { return Og >= 32; }  // in the forward GEMM
+  // With stride 1, dx is a convolution of dY, zero-padded to (Hd, Wd) with dY's corner at
+  // (eh, ew) = ((kh-1)*dh - ph, (kw-1)*dw - pw), with the flipped kernel (Kd taps):
+  //   dx[c][h][w] = sum_{o,i,j} W[o][c][kh-1-i][kw-1-j] * dYpad[o][h + i*dh][w + j*dw]
+  // (needs the padding within the dilated kernel's reach, eh, ew >= 0).
+  bool dx_as_convolution() const {
+    return stride == Pair{1, 1} && padding[0] <= (kh - 1) * dilation[0] &&
+           padding[1] <= (kw - 1) * dilation[1];
+  }
+  i64 Hd() const { return H + (kh - 1) * dilation[0]; }
+  i64 Wd() const { return W + (kw - 1) * dilation[1]; }
+  i64 eh() const { return (kh - 1) * dilation[0] - padding[0]; }
+  i64 ew() const { return (kw - 1) * dilation[1] - padding[1]; }
+  i64 Kd() const { return Og * kh * kw; }
 };
 
 std::string str(Pair p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
@@ -68,39 +91,15 @@ ConvGeom conv_geom(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   return g;
 }
 
-// Zero-padded copy of the `ch` planes (H, W) at src into the (Hp, Wp) planes at dst. Only the
-// interior is written: the border keeps the zeros the buffer was created with.
+// Zero-padded copy of `ch` planes (h, w) at src into the (hp, wp) planes at dst, with the top
+// left corner at (top, left). Only the interior is written: the border keeps the zeros the
+// buffer was created with.
 template <class T>
-void pad_planes(const T* src, T* dst, const ConvGeom& g, i64 ch) {
-  const i64 hp = g.Hp(), wp = g.Wp();
+void pad_planes(const T* src, i64 ch, i64 h, i64 w, T* dst, i64 hp, i64 wp, i64 top, i64 left) {
   for (i64 c = 0; c < ch; ++c)
-    for (i64 h = 0; h < g.H; ++h)
-      std::copy_n(src + (c * g.H + h) * g.W, g.W, dst + (c * hp + h + g.padding[0]) * wp + g.padding[1]);
+    for (i64 r = 0; r < h; ++r)
+      std::copy_n(src + (c * h + r) * w, w, dst + (c * hp + r + top) * wp + left);
 }
-
-// Rows of n elements moved in 64-byte vectors (GCC/Clang vector extension: AVX-512, AVX2 or SSE).
-// copy_over may read and write up to one vector past the row, which its buffers leave room for
-// (kSlack); add masks the last vector, but still reads and rewrites it whole.
-constexpr i64 kSlack = 64;
-template <class T>
-struct Row {
-  static constexpr i64 V = 64 / sizeof(T);
-  typedef T Vec __attribute__((vector_size(64)));
-
-  static void copy_over(const T* src, T* dst, i64 n) {
-    for (i64 t = 0; t < n; t += V) std::memcpy(dst + t, src + t, 64);
-  }
-  static void add(const T* src, T* dst, i64 n) {  // dst += src
-    Vec a, b, lane;
-    for (i64 l = 0; l < V; ++l) lane[l] = T(l);
-    for (i64 t = 0; t < n; t += V) {
-      std::memcpy(&a, src + t, 64);
-      std::memcpy(&b, dst + t, 64);
-      b += lane < T(n - t) ? a : Vec{};
-      std::memcpy(dst + t, &b, 64);
-    }
-  }
-};
 
 // sum of p[0..n) in a fixed order, with V independent double partial sums (vectorises)
 template <class T>
@@ -115,25 +114,54 @@ double sum_lanes(const T* p, i64 n) {
   return s;
 }
 
-// col (K, P) from one image's padded group planes xp (Cg, Hp, Wp):
-//   col[(c*kh + i)*kw + j][oh*Wo + ow] = xp[c][oh*sh + i*dh][ow*sw + j*dw]
-// Rows are written in increasing order, so the chunked copy's overrun is overwritten.
+// dst (cols, rows) = src (rows, cols)^T
 template <class T>
-void im2col(const T* xp, T* col, const ConvGeom& g) {
-  const i64 P = g.P(), hp = g.Hp(), wp = g.Wp(), sh = g.stride[0], sw = g.stride[1];
-  for (i64 k = 0; k < g.K(); ++k) {
-    const i64 c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
-    const T* src = xp + (c * hp + i * g.dilation[0]) * wp + j * g.dilation[1];
-    T* dst = col + k * P;
-    for (i64 oh = 0; oh < g.Ho; ++oh) {
-      const T* s = src + oh * sh * wp;
-      T* d = dst + oh * g.Wo;
-      if (sw == 1) {
-        Row<T>::copy_over(s, d, g.Wo);
-      } else {
-        for (i64 ow = 0; ow < g.Wo; ++ow) d[ow] = s[ow * sw];
-      }
-    }
+void transpose(const T* src, i64 rows, i64 cols, T* dst) {
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+// The im2col matrix of `ch` padded planes (hp, wp), as offsets: col[k][p] = xp[tap[k] + pos[p]],
+//   tap[(c*kh + i)*kw + j] = (c*hp + i*dh)*wp + j*dw,   pos[oh*wo + ow] = oh*sh*wp + ow*sw
+struct Offsets {
+  std::vector<i64> tap, pos;
+};
+
+Offsets im2col_offsets(i64 ch, i64 hp, i64 wp, i64 kh, i64 kw, Pair dilation, i64 ho, i64 wo,
+                       Pair stride) {
+  Offsets o;
+  for (i64 c = 0; c < ch; ++c)
+    for (i64 i = 0; i < kh; ++i)
+      for (i64 j = 0; j < kw; ++j) o.tap.push_back((c * hp + i * dilation[0]) * wp + j * dilation[1]);
+  for (i64 oh = 0; oh < ho; ++oh)
+    for (i64 ow = 0; ow < wo; ++ow) o.pos.push_back(oh * stride[0] * wp + ow * stride[1]);
+  return o;
+}
+
+Offsets im2col_offsets(const ConvGeom& g) {  // of x_n, padded
+  return im2col_offsets(g.Cg, g.Hp(), g.Wp(), g.kh, g.kw, g.dilation, g.Ho, g.Wo, g.stride);
+}
+
+Offsets dx_offsets(const ConvGeom& g) {  // of dY_n, padded to (Hd, Wd), for dx_as_convolution
+  return im2col_offsets(g.Og, g.Hd(), g.Wd(), g.kh, g.kw, g.dilation, g.H, g.W, {1, 1});
+}
+
+// wf (Cg, Kd) = the flipped kernel: wf[c][(o*kh + i)*kw + j] = w[o][c][kh-1-i][kw-1-j]
+template <class T>
+void flip_kernel(const T* w, const ConvGeom& g, T* wf) {
+  const i64 taps = g.kh * g.kw;
+  for (i64 c = 0; c < g.Cg; ++c)
+    for (i64 o = 0; o < g.Og; ++o)
+      for (i64 t = 0; t < taps; ++t)
+        wf[(c * g.Og + o) * taps + t] = w[(o * g.Cg + c) * taps + taps - 1 - t];
+}
+
+// y (Og, P) = yt (P, Og)^T + b
+template <class T>
+void transpose_add_bias(const T* yt, i64 P, i64 Og, const T* b, T* y) {
+  for (i64 o = 0; o < Og; ++o) {
+    const T bo = b ? b[o] : T(0);
+    for (i64 p = 0; p < P; ++p) y[o * P + p] = yt[p * Og + o] + bo;
   }
 }
 
@@ -141,47 +169,55 @@ void im2col(const T* xp, T* col, const ConvGeom& g) {
 //   xp[c][oh*sh + i*dh][ow*sw + j*dw] += col[(c*kh + i)*kw + j][oh*Wo + ow]
 template <class T>
 void col2im(const T* col, T* xp, const ConvGeom& g) {
-  const i64 P = g.P(), hp = g.Hp(), wp = g.Wp(), sh = g.stride[0], sw = g.stride[1];
-  for (i64 k = 0; k < g.K(); ++k) {
-    const i64 c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
-    T* dst = xp + (c * hp + i * g.dilation[0]) * wp + j * g.dilation[1];
-    const T* src = col + k * P;
-    for (i64 oh = 0; oh < g.Ho; ++oh) {
-      T* d = dst + oh * sh * wp;
-      const T* s = src + oh * g.Wo;
-      if (sw == 1) {
-        Row<T>::add(s, d, g.Wo);
-      } else {
-        for (i64 ow = 0; ow < g.Wo; ++ow) d[ow * sw] += s[ow];
+  const i64 P = g.P(), hp = g.Hp(), wp = g.Wp(), Ho = g.Ho, Wo = g.Wo, kh = g.kh, kw = g.kw;
+  const i64 sh = g.stride[0], sw = g.stride[1], dh = g.dilation[0], dw = g.dilation[1];
+  const T* src = col;
+  for (i64 c = 0; c < g.Cg; ++c)
+    for (i64 i = 0; i < kh; ++i)
+      for (i64 j = 0; j < kw; ++j, src += P) {
+        T* dst = xp + (c * hp + i * dh) * wp + j * dw;
+        for (i64 oh = 0; oh < Ho; ++oh)
+          for (i64 ow = 0; ow < Wo; ++ow) dst[oh * sh * wp + ow * sw] += src[oh * Wo + ow];
       }
-    }
-  }
 }
 
 }  // namespace
 
-// Per image n and group g, with col = im2col(x_n) and dY_ng the (Og, P) gradient rows:
-// y_ng = W_g col + b;  dW_g = sum_n dY_ng col^T,  dx_n = col2im(W_g^T dY_ng),  db = sum_{n,p} dY
+// Per image n and group g (dY_ng: the (Og, P) gradient rows):
+//   y_ng = W_g col + b;  dW_g^T = sum_n col dY_ng^T;  dx_n = col2im(W_g^T dY_ng) (for stride 1
+//   computed as the convolution in ConvGeom::dx_as_convolution);  db = sum_{n,p} dY
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const ConvGeom g = conv_geom(x, weight, bias, p);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
+  const bool channels = g.channels_as_columns();
   Tensor out = Tensor::empty(Shape{g.N, g.O, g.Ho, g.Wo}, x.dtype());
   detail::dispatch_float(x.dtype(), "conv2d", [&]<class T>() {
-    Tensor xpad = Tensor::zeros(Shape{padded + kSlack}, x.dtype());
-    Tensor cols = Tensor::empty(Shape{K * P + kSlack}, x.dtype());
-    T *xp = xpad.data<T>(), *col = cols.data<T>();
+    const Offsets off = im2col_offsets(g);
+    Tensor xpad = Tensor::zeros(Shape{padded}, x.dtype());
+    Tensor yt = Tensor::empty(Shape{channels ? P * g.Og : 1}, x.dtype());  // y_ng^T
+    Tensor wt = Tensor::empty(Shape{channels ? K * g.O : 1}, x.dtype());   // W_g^T per group
+    T *xp = xpad.data<T>(), *pyt = yt.data<T>(), *pwt = wt.data<T>();
+    const T* pw = weight.data<T>();
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
-    for (i64 n = 0; n < g.N; ++n) {
-      T* yn = out.data<T>() + n * g.O * P;
-      if (pb)
-        for (i64 o = 0; o < g.O; ++o) std::fill_n(yn + o * P, P, pb[o]);
+    if (channels)
+      for (i64 grp = 0; grp < g.groups; ++grp)
+        transpose(pw + grp * g.Og * K, g.Og, K, pwt + grp * K * g.Og);
+    for (i64 n = 0; n < g.N; ++n)
       for (i64 grp = 0; grp < g.groups; ++grp) {
-        pad_planes(x.data<T>() + (n * g.C + grp * g.Cg) * plane, xp, g, g.Cg);
-        im2col(xp, col, g);
-        gemm<T>(false, false, g.Og, P, K, 1, weight.data<T>() + grp * g.Og * K, K, col, P,
-                pb ? 1 : 0, yn + grp * g.Og * P, P);
+        pad_planes(x.data<T>() + (n * g.C + grp * g.Cg) * plane, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(),
+                   g.padding[0], g.padding[1]);
+        T* y = out.data<T>() + (n * g.O + grp * g.Og) * P;
+        const T* b = pb ? pb + grp * g.Og : nullptr;
+        if (channels) {  // y^T (P, Og) = col^T W_g^T
+          gemm_gather_a<T>(P, g.Og, K, 1, xp, off.pos.data(), off.tap.data(), false,
+                           pwt + grp * K * g.Og, g.Og, 0, pyt, g.Og);
+          transpose_add_bias(pyt, P, g.Og, b, y);
+        } else {  // y = W_g col + b
+          for (i64 o = 0; o < g.Og; ++o) std::fill_n(y + o * P, P, b ? b[o] : T(0));
+          gemm_gather_b<T>(false, g.Og, P, K, 1, pw + grp * g.Og * K, K, xp, off.tap.data(),
+                           off.pos.data(), 1, y, P);
+        }
       }
-    }
   });
   autograd::record(out, "conv2d", {x, weight, bias},
                    [g](const Tensor& gout, const Inputs& in, Grads& gi) {
@@ -189,43 +225,58 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
     detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
       const T* pg = gout.data<T>();
-      if (B.defined() && B.requires_grad()) {
-        gi[2] = Tensor::empty(B.shape(), B.dtype());
-        for (i64 o = 0; o < g.O; ++o) {
-          double s = 0;
-          for (i64 n = 0; n < g.N; ++n) s += sum_lanes(pg + (n * g.O + o) * P, P);
-          gi[2].data<T>()[o] = static_cast<T>(s);
-        }
-      }
+      const bool need_b = B.defined() && B.requires_grad();
+      std::vector<double> db(need_b ? g.O : 0);  // summed over n in order, while dY_n is in cache
       const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
-      Tensor xpad = Tensor::zeros(Shape{padded + kSlack}, gout.dtype());  // padded x_n
-      Tensor dpad = Tensor::empty(Shape{padded + kSlack}, gout.dtype());  // padded dx_n
-      Tensor cols = Tensor::empty(Shape{K * P + kSlack}, gout.dtype());
-      T *xp = xpad.data<T>(), *dp = dpad.data<T>(), *col = cols.data<T>();
+      const bool dx_conv = need_x && g.dx_as_convolution();
+      const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
+      const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
+      Tensor xpad = Tensor::zeros(Shape{padded}, gout.dtype());               // padded x_n
+      Tensor dpad = Tensor::zeros(Shape{dpadded}, gout.dtype());              // padded dY_ng, or dx_n
+      Tensor wt = Tensor::empty(Shape{K * g.Og}, gout.dtype());               // flipped W_g, or W_g^T
+      Tensor dwt = Tensor::empty(Shape{K * g.Og}, gout.dtype());              // dW_g^T
+      Tensor cols = Tensor::empty(Shape{dx_conv ? 1 : K * P}, gout.dtype());  // W_g^T dY
+      T *xp = xpad.data<T>(), *dp = dpad.data<T>(), *pwt = wt.data<T>(), *col = cols.data<T>();
       if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
       if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
-      for (i64 n = 0; n < g.N; ++n)
-        for (i64 grp = 0; grp < g.groups; ++grp) {
+      for (i64 grp = 0; grp < g.groups; ++grp) {
+        const T* w = Wt.data<T>() + grp * g.Og * K;
+        if (dx_conv)
+          flip_kernel(w, g, pwt);
+        else if (need_x)
+          transpose(w, g.Og, K, pwt);
+        for (i64 n = 0; n < g.N; ++n) {
           const T* dy = pg + (n * g.O + grp * g.Og) * P;  // (Og, P)
           const i64 first = (n * g.C + grp * g.Cg) * plane;
-          if (need_w) {
-            pad_planes(X.data<T>() + first, xp, g, g.Cg);
-            im2col(xp, col, g);
-            gemm<T>(false, true, g.Og, K, P, 1, dy, P, col, P, n > 0 ? 1 : 0,
-                    gi[1].data<T>() + grp * g.Og * K, K);
+          T* dx = need_x ? gi[0].data<T>() + first : nullptr;
+          if (need_b)
+            for (i64 o = 0; o < g.Og; ++o) db[grp * g.Og + o] += sum_lanes(dy + o * P, P);
+          if (need_w) {  // dW_g^T += col dY^T
+            pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
+                       g.padding[1]);
+            gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
+                             n > 0 ? 1 : 0, dwt.data<T>(), g.Og);
           }
-          if (need_x) {
-            gemm<T>(true, false, K, P, g.Og, 1, Wt.data<T>() + grp * g.Og * K, K, dy, P, 0,
-                    col, P);
+          if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
+            pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
+            gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pwt, g.Kd(), dp, doff.tap.data(),
+                             doff.pos.data(), 0, dx, plane);
+          } else if (need_x) {  // dx = col2im(W_g^T dY)
+            gemm<T>(false, false, K, P, g.Og, 1, pwt, g.Og, dy, P, 0, col, P);
             std::fill_n(dp, padded, T(0));
             col2im(col, dp, g);
-            T* dx = gi[0].data<T>() + first;
             for (i64 c = 0; c < g.Cg; ++c)
               for (i64 h = 0; h < g.H; ++h)
                 std::copy_n(dp + (c * g.Hp() + h + g.padding[0]) * g.Wp() + g.padding[1], g.W,
                             dx + (c * g.H + h) * g.W);
           }
         }
+        if (need_w) transpose(dwt.data<T>(), K, g.Og, gi[1].data<T>() + grp * g.Og * K);
+      }
+      if (need_b) {
+        gi[2] = Tensor::empty(B.shape(), B.dtype());
+        for (i64 o = 0; o < g.O; ++o) gi[2].data<T>()[o] = static_cast<T>(db[o]);
+      }
     });
   });
   return out;

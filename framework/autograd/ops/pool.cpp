@@ -1,10 +1,13 @@
 // Max, average and adaptive average pooling over (N, C, H, W). Every op is described by its
 // windows: output (oh, ow) pools rows [h0, h1) x cols [w0, w1) of its input plane (clipped to
 // the input), and the planes are processed in parallel (each by one thread, in a fixed order).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -118,32 +121,86 @@ void max_pool_plane(const T* in, T* out, std::int64_t* argmax, const Windows& w)
   }
 }
 
-// The common case -- non-overlapping 2x2 windows (kernel = stride = 2, no padding) -- with the
-// same scan order and NaN rule as max_pool_plane, in a loop over ow that vectorises.
-template <class T>
-void max_pool_plane_2x2(const T* __restrict in, T* __restrict out, std::int64_t* __restrict argmax,
-                        const Windows& w) {
-  const i64 W = w.W, Wo = w.Wo;
-  for (i64 oh = 0; oh < w.Ho; ++oh) {
-    const T* r0 = in + 2 * oh * W;
-    const T* r1 = r0 + W;
-    T* best = out + oh * Wo;
-    std::int64_t* at = argmax + oh * Wo;
-    for (i64 ow = 0; ow < Wo; ++ow) {
-      const i64 base = 2 * oh * W + 2 * ow;
-      T b = r0[2 * ow];
-      i64 a = base;
-      auto visit = [&](T v, i64 i) {
-        const bool take = v > b || v != v;
-        b = take ? v : b;
-        a = take ? i : a;
-      };
-      visit(r0[2 * ow + 1], base + 1);
-      visit(r1[2 * ow], base + W);
-      visit(r1[2 * ow + 1], base + W + 1);
-      best[ow] = b;
-      at[ow] = a;
-    }
+// The common case -- non-overlapping 2x2 windows (kernel = stride = 2, no padding) -- on float
+// planes with AVX-512, one row pair at a time, 16 windows per step. The same scan order and NaN
+// rule as max_pool_plane: top-left first, then take v if v > best or v is NaN. The argmax is
+// kept as the window position, kTopLeft..kBottomRight (a byte, not an int64 plane index).
+#define QAT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+enum : int { kTopLeft, kTopRight, kBottomLeft, kBottomRight };
+
+bool has_avx512() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }();
+  return ok;
+}
+
+// Masks for windows [ow, ow + n) of a step: the n outputs and the 2n inputs of each row.
+struct Step {
+  __mmask16 out, in_lo, in_hi;
+  explicit Step(i64 n)
+      : out(first(n)), in_lo(first(2 * n)), in_hi(first(std::max<i64>(2 * n - 16, 0))) {}
+  static __mmask16 first(i64 k) { return k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << k) - 1); }
+};
+
+// The 2n floats at row as its even and its odd columns.
+QAT_AVX512 inline void split_columns(const float* row, const Step& m, __m512& even, __m512& odd) {
+  const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 a = _mm512_maskz_loadu_ps(m.in_lo, row), b = _mm512_maskz_loadu_ps(m.in_hi, row + 16);
+  even = _mm512_permutex2var_ps(a, e, b);
+  odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(e, _mm512_set1_epi32(1)), b);
+}
+
+// take v (window position `at`) if v > best or v is NaN
+QAT_AVX512 inline void visit(__m512 v, int at, __m512& best, __m512i& arg) {
+  const __mmask16 take =
+      _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  best = _mm512_mask_mov_ps(best, take, v);
+  arg = _mm512_mask_mov_epi32(arg, take, _mm512_set1_epi32(at));
+}
+
+// Row pair r, r + W: out[ow], at[ow] = max and argmax position of window ow.
+QAT_AVX512 void max_pool_rows_2x2(const float* r, i64 W, i64 Wo, float* out, std::uint8_t* at) {
+  for (i64 ow = 0; ow < Wo; ow += 16) {
+    const Step m(std::min<i64>(16, Wo - ow));
+    __m512 e0, o0, e1, o1;
+    split_columns(r + 2 * ow, m, e0, o0);
+    split_columns(r + W + 2 * ow, m, e1, o1);
+    __m512 best = e0;
+    __m512i arg = _mm512_set1_epi32(kTopLeft);
+    visit(o0, kTopRight, best, arg);
+    visit(e1, kBottomLeft, best, arg);
+    visit(o1, kBottomRight, best, arg);
+    _mm512_mask_storeu_ps(out + ow, m.out, best);
+    _mm_mask_storeu_epi8(at + ow, m.out, _mm512_maskz_cvtepi32_epi8(0xFFFF, arg));
+  }
+}
+
+// even and odd columns interleaved into the 2n floats at row
+QAT_AVX512 inline void store_interleaved(float* row, const Step& m, __m512 even, __m512 odd) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  _mm512_mask_storeu_ps(row, m.in_lo, _mm512_permutex2var_ps(even, lo, odd));
+  _mm512_mask_storeu_ps(row + 16, m.in_hi,
+                        _mm512_permutex2var_ps(even, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), odd));
+}
+
+// g where arg is position `at`, else 0
+QAT_AVX512 inline __m512 where(__m512i arg, int at, __m512 g) {
+  return _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, _mm512_set1_epi32(at)), g);
+}
+
+// The adjoint for one row pair: dx rows d, d + W get g[ow] at the argmax of window ow, 0 at
+// its other three places (every input column below 2*Wo is written).
+QAT_AVX512 void max_pool_rows_2x2_backward(const float* g, const std::uint8_t* at, i64 W, i64 Wo,
+                                           float* d) {
+  for (i64 ow = 0; ow < Wo; ow += 16) {
+    const Step m(std::min<i64>(16, Wo - ow));
+    const __m512 gv = _mm512_maskz_loadu_ps(m.out, g + ow);
+    const __m512i arg = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(m.out, at + ow));
+    store_interleaved(d + 2 * ow, m, where(arg, kTopLeft, gv), where(arg, kTopRight, gv));
+    store_interleaved(d + W + 2 * ow, m, where(arg, kBottomLeft, gv), where(arg, kBottomRight, gv));
   }
 }
 
@@ -203,28 +260,49 @@ Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
   Windows w = sliding(x, p, true, "max_pool2d");
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
-  Tensor idx = Tensor::empty(out.shape(), DType::Int64);  // argmax within its input plane
+  const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w) && has_avx512();
+  // the argmax: its index in the input plane, or its window position on the fast path
+  Tensor idx = Tensor::empty(out.shape(), fast ? DType::UInt8 : DType::Int64);
   detail::dispatch_float(x.dtype(), "max_pool2d", [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    std::int64_t* pi = idx.data<std::int64_t>();
-    const bool fast = is_plain_2x2(w);
 #pragma omp parallel for schedule(static) if (w.planes * w.H * w.W >= kParallelMin)
     for (i64 pl = 0; pl < w.planes; ++pl) {
-      if (fast) max_pool_plane_2x2(px + pl * w.H * w.W, po + pl * w.Ho * w.Wo, pi + pl * w.Ho * w.Wo, w);
-      else max_pool_plane(px + pl * w.H * w.W, po + pl * w.Ho * w.Wo, pi + pl * w.Ho * w.Wo, w);
+      const T* in = px + pl * w.H * w.W;
+      T* o = po + pl * w.Ho * w.Wo;
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast) {
+          std::uint8_t* at = idx.data<std::uint8_t>() + pl * w.Ho * w.Wo;
+          for (i64 oh = 0; oh < w.Ho; ++oh)
+            max_pool_rows_2x2(in + 2 * oh * w.W, w.W, w.Wo, o + oh * w.Wo, at + oh * w.Wo);
+          continue;
+        }
+      }
+      max_pool_plane(in, o, idx.data<std::int64_t>() + pl * w.Ho * w.Wo, w);
     }
   });
-  autograd::record(out, "max_pool2d", {x}, [w, idx](const Tensor& g, const Inputs& in, Grads& gi) {
-    gi[0] = Tensor::zeros(in[0].shape(), g.dtype());
+  autograd::record(out, "max_pool2d", {x}, [w, idx, fast](const Tensor& g, const Inputs& in, Grads& gi) {
+    const bool covered = fast && w.H % 2 == 0 && w.W % 2 == 0;  // the 2x2 windows tile the input
+    gi[0] = covered ? Tensor::empty(in[0].shape(), g.dtype()) : Tensor::zeros(in[0].shape(), g.dtype());
     detail::dispatch_float(g.dtype(), "max_pool2d_backward", [&]<class T>() {
       const T* pg = g.data<T>();
-      const std::int64_t* pi = idx.data<std::int64_t>();
       T* pd = gi[0].data<T>();
       const i64 n_out = w.Ho * w.Wo;
 #pragma omp parallel for schedule(static) if (w.planes * w.H * w.W >= kParallelMin)
-      for (i64 pl = 0; pl < w.planes; ++pl)
-        for (i64 o = pl * n_out; o < (pl + 1) * n_out; ++o) pd[pl * w.H * w.W + pi[o]] += pg[o];
+      for (i64 pl = 0; pl < w.planes; ++pl) {
+        T* d = pd + pl * w.H * w.W;
+        if constexpr (std::is_same_v<T, float>) {
+          if (fast) {
+            const std::uint8_t* at = idx.data<std::uint8_t>() + pl * n_out;
+            for (i64 oh = 0; oh < w.Ho; ++oh)
+              max_pool_rows_2x2_backward(pg + pl * n_out + oh * w.Wo, at + oh * w.Wo, w.W, w.Wo,
+                                         d + 2 * oh * w.W);
+            continue;
+          }
+        }
+        const std::int64_t* at = idx.data<std::int64_t>() + pl * n_out;
+        for (i64 o = 0; o < n_out; ++o) d[at[o]] += pg[pl * n_out + o];
+      }
     });
   });
   return out;
