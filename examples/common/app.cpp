@@ -177,11 +177,12 @@ struct Summary {
 
 /// Writes the training checkpoint (model, optimizer, data order, RNG) after `epoch`, atomically,
 /// so that --resume continues exactly; returns its size in bytes.
-std::int64_t save_training(const Options& o, const ModelFactory& f, const nn::Module& model,
+std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& model,
                            const optim::Optimizer& opt, const data::DataLoader& loader, int epoch,
                            std::int64_t global_step) {
   io::Checkpoint ckpt = io::capture(model);
   ckpt.metadata = describe(o, f, o.mode);
+  ckpt.metadata.merge(quant::quantization_metadata(model));
   ckpt.optimizer = io::capture(opt);
   const auto st = loader.state();
   ckpt.training = io::TrainingState{
@@ -290,25 +291,34 @@ int run_program(Options o, const ModelFactory& factory) {
     // The int8 model: a second copy of the trained QAT model, converted to integer inference.
     nn::ModulePtr int8_model = build_model(o, factory);
     io::load_into(*int8_model, io::capture(*model));
-    const quant::ConvertReport conv = quant::convert(*int8_model);
-    const Eval fq = evaluate(*model, test, factory.flatten_input);
-    const Eval q8 = evaluate(*int8_model, test, factory.flatten_input);
-    std::int64_t agree = 0;
-    double max_diff = 0;
-    for (std::int64_t i = 0; i < test.size(); ++i)
-      agree += fq.predictions.data<std::int64_t>()[i] == q8.predictions.data<std::int64_t>()[i];
-    for (std::int64_t i = 0; i < fq.logits.numel(); ++i)
-      max_diff = std::max(max_diff, double(std::fabs(fq.logits.data<float>()[i] - q8.logits.data<float>()[i])));
-    const double agreement = static_cast<double>(agree) / static_cast<double>(test.size());
-    io::Checkpoint q = io::capture(*int8_model);
-    q.metadata = describe(o, factory, "int8");
-    int8_bytes = static_cast<std::int64_t>(io::to_bytes(q).size());
-    if (!o.save.empty()) io::save(q, o.save + ".int8");
-    io::Checkpoint fp32 = io::capture(*factory.build(o.arch));  // the float model of the same network
-    js << ", \"int8_acc\": " << q8.accuracy << ", \"agreement\": " << agreement
-       << ", \"max_logit_diff\": " << max_diff << ", \"fp32_checkpoint_bytes\": " << io::to_bytes(fp32).size()
-       << ", \"int8_checkpoint_bytes\": " << int8_bytes;
-    if (!o.json) std::cerr << "convert:\n" << conv.table();
+    std::optional<quant::ConvertReport> conv;
+    try {
+      conv = quant::convert(*int8_model);
+    } catch (const Error& e) {  // e.g. FP8 or per-block configs: no int8 backend for them
+      std::cerr << "no int8 model: " << e.what() << "\n";
+      js << ", \"int8\": \"not convertible\"";
+    }
+    if (conv) {
+      const Eval fq = evaluate(*model, test, factory.flatten_input);
+      const Eval q8 = evaluate(*int8_model, test, factory.flatten_input);
+      std::int64_t agree = 0;
+      double max_diff = 0;
+      for (std::int64_t i = 0; i < test.size(); ++i)
+        agree += fq.predictions.data<std::int64_t>()[i] == q8.predictions.data<std::int64_t>()[i];
+      for (std::int64_t i = 0; i < fq.logits.numel(); ++i)
+        max_diff = std::max(max_diff, double(std::fabs(fq.logits.data<float>()[i] - q8.logits.data<float>()[i])));
+      const double agreement = static_cast<double>(agree) / static_cast<double>(test.size());
+      io::Checkpoint q = io::capture(*int8_model);
+      q.metadata = describe(o, factory, "int8");
+      q.metadata.merge(quant::quantization_metadata(*model));  // the specs the int8 model came from
+      int8_bytes = static_cast<std::int64_t>(io::to_bytes(q).size());
+      if (!o.save.empty()) io::save(q, o.save + ".int8");
+      io::Checkpoint fp32 = io::capture(*factory.build(o.arch));  // the float model of the same network
+      js << ", \"int8_acc\": " << q8.accuracy << ", \"agreement\": " << agreement
+         << ", \"max_logit_diff\": " << max_diff << ", \"fp32_checkpoint_bytes\": " << io::to_bytes(fp32).size()
+         << ", \"int8_checkpoint_bytes\": " << int8_bytes;
+      if (!o.json) std::cerr << "convert:\n" << conv->table();
+    }
   }
   if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";

@@ -9,8 +9,9 @@
 namespace qat {
 
 /// Threads used by BLAS and by the parallel CPU kernels. Defaults to the QAT_NUM_THREADS
-/// environment variable, else the number of cores. With 1 thread every run is bit-identical
-/// for the same seed.
+/// environment variable, else 1 (on the 2-core machines this was measured on, a second thread
+/// slows batch-64 training down). Results do not depend on the thread count for the GEMMs and
+/// elementwise kernels; with 1 thread every run is bit-identical for the same seed.
 void set_num_threads(int n);
 int get_num_threads();
 

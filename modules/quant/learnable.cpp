@@ -2,6 +2,11 @@
 // learnable clipping range. Gradients are summed per parameter in double.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
@@ -51,6 +56,57 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
   dzp += dz;
 }
 
+#if defined(__x86_64__)
+// The float32 run with AVX-512: the same per-element values in float32 (FMA, round-to-nearest-
+// even, selects), accumulated in double lanes, 16 elements per step. Used when the CPU has it.
+__attribute__((target("avx512f,avx512dq"))) void lsq_grad_run_avx512(
+    const float* __restrict x, const float* __restrict dy, float* __restrict dx, std::int64_t n,
+    float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf, double& dscale, double& dzp) {
+  const float inv = 1.0f / s;
+  const __m512 vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp), vs = _mm512_set1_ps(s);
+  const __m512 vgf = _mm512_set1_ps(gf), lo = _mm512_set1_ps(static_cast<float>(qmin));
+  const __m512 hi = _mm512_set1_ps(static_cast<float>(qmax));
+  const __m512 small = _mm512_set1_ps(static_cast<float>(qmin) - zp);
+  const __m512 big = _mm512_set1_ps(static_cast<float>(qmax) - zp);
+  const __m512 neg_s = _mm512_set1_ps(-1.0f * s);
+  __m512d ds0 = _mm512_setzero_pd(), ds1 = _mm512_setzero_pd(), dz0 = _mm512_setzero_pd(), dz1 = _mm512_setzero_pd();
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i), g = _mm512_loadu_ps(dy + i);
+    const __m512 q = _mm512_roundscale_ps(_mm512_fmadd_ps(xv, vinv, vzp), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 not_below = _mm512_cmp_ps_mask(q, lo, _CMP_GE_OQ);  // NaN counts as below
+    const __mmask16 above = _mm512_cmp_ps_mask(q, hi, _CMP_GT_OQ);
+    const __mmask16 inside = not_below & ~above;
+    _mm512_storeu_ps(dx + i, _mm512_maskz_mov_ps(inside, g));
+    const __m512 xfq = _mm512_mul_ps(_mm512_sub_ps(q, vzp), vs);
+    const __m512 e_in = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(g, _mm512_sub_ps(xfq, xv)), vinv), vgf);
+    const __m512 e_out = _mm512_mul_ps(_mm512_mask_mov_ps(_mm512_mul_ps(g, small), not_below, _mm512_mul_ps(g, big)), vgf);
+    const __m512 e_s = _mm512_mask_mov_ps(e_out, inside, e_in);
+    const __m512 e_z = _mm512_maskz_mov_ps(static_cast<__mmask16>(~inside), _mm512_mul_ps(_mm512_mul_ps(g, neg_s), vgf));
+    ds0 = _mm512_add_pd(ds0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_s)));
+    ds1 = _mm512_add_pd(ds1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_s), 1))));
+    dz0 = _mm512_add_pd(dz0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_z)));
+    dz1 = _mm512_add_pd(dz1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_z), 1))));
+  }
+  double ds = _mm512_reduce_add_pd(_mm512_add_pd(ds0, ds1)), dz = _mm512_reduce_add_pd(_mm512_add_pd(dz0, dz1));
+  lsq_grad_run<float>(x + i, dy + i, dx + i, n - i, s, zp, qmin, qmax, gf, ds, dz);  // the tail
+  dscale += ds;
+  dzp += dz;
+}
+#endif
+
+bool use_avx512() {
+#if defined(__x86_64__)
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
                        std::int64_t n, std::int64_t qmin, std::int64_t qmax, const char* fn) {
   require_float(x, fn, "x");
@@ -89,8 +145,17 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
     std::vector<double> ds(layout.num_params, 0.0), dz(layout.num_params, 0.0);
     qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
       layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-        lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n,
-                        S.data<float>()[p], zp_backward(Z.data<float>()[p], qmin, qmax), qmin, qmax,
+        const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
+#if defined(__x86_64__)
+        if constexpr (std::is_same_v<T, float>) {
+          if (use_avx512()) {
+            lsq_grad_run_avx512(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n,
+                                s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+            return;
+          }
+        }
+#endif
+        lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n, s, zp, qmin, qmax,
                         static_cast<float>(grad_factor), ds[p], dz[p]);
       });
     });

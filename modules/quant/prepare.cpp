@@ -117,6 +117,13 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
   return report;
 }
 
+std::map<std::string, std::string> quantization_metadata(nn::Module& model) {
+  std::map<std::string, std::string> out;
+  for (auto& [name, m] : model.named_modules())
+    if (auto* q = dynamic_cast<Quantizer*>(m)) out["quant." + name] = q->type_name() + " " + q->spec().str();
+  return out;
+}
+
 std::string PrepareReport::table() const {
   const std::vector<std::string> head{"layer", "from", "to", "config", "rule", "weight", "activation"};
   std::vector<std::vector<std::string>> rows{head};

@@ -1,4 +1,5 @@
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct PrepareReport {
   /// Aligned text table of `layers`.
   std::string table() const;
 };
+
+/// A description of every quantizer in `model` for checkpoint metadata:
+/// "quant.<dotted name>" -> "<type> <spec>", e.g. "quant.fc1.weight_fake_quant" ->
+/// "FakeQuantize int8 symmetric per-channel(axis 0)".
+std::map<std::string, std::string> quantization_metadata(nn::Module& model);
 
 /// Swaps every Linear, Conv2d and QuantStub of `model` in place for its QAT version with the
 /// quantizers its QConfig asks for (fusing as `options` say), and returns which layer got

@@ -119,6 +119,17 @@ BOOST_AUTO_TEST_CASE(swaps_fuses_and_keeps_parameter_handles) {
              "prepare_qat: module 'quant' is an already prepared QuantStub (the model was prepared before)");
 }
 
+BOOST_AUTO_TEST_CASE(nan_input_names_the_observer) {
+  auto model = mlp();
+  QConfigRegistry reg;
+  prepare_qat(*model, reg);
+  Tensor x = Tensor::zeros(Shape{2, 8});
+  x.data<float>()[3] = std::nanf("");
+  BOOST_TEST(error_of([&] { model->forward(x); }) ==
+             "MovingAverageMinMaxObserver 'quant.activation_post_process.activation_post_process': "
+             "observed NaN or Inf in an input of shape [2, 8] (a diverged training step or bad data)");
+}
+
 BOOST_AUTO_TEST_CASE(skip_no_fuse_and_nested_modules) {
   auto model = mlp();
   QConfigRegistry reg;

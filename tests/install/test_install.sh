@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix, then builds and runs a consumer twice: through
+# find_package(qat) and through pkg-config.
+set -euo pipefail
+build=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+cmake -S "$src" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/consumer" >/dev/null
+"$tmp/consumer/consumer" | grep -q "QuantLinear"
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" g++ -std=c++20 "$src/main.cpp" -o "$tmp/consumer_pc" \
+  $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs qat)
+"$tmp/consumer_pc" | grep -q "QuantLinear"
+echo "install test: find_package(qat) and pkg-config consumers built and ran"
