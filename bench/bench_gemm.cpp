@@ -62,7 +62,8 @@ int main() {
       detail::gemm<float>(c.ta, c.tb, c.M, c.N, c.K, 1, A.data(), lda, B.data(), ldb, 0, C.data(), c.N);
     });
     const double ref = seconds_per_call([&] {
-      detail::blas_gemm<float>(c.ta, c.tb, c.M, c.N, c.K, 1, A.data(), lda, B.data(), ldb, 0, C.data(), c.N);
+      detail::blas_gemm<float>(c.ta, c.tb, c.M, c.N, c.K, 1, A.data(), lda, B.data(), ldb, 0, C.data(),
+                               c.N);
     });
     const double flop = 2.0 * c.M * c.N * c.K;
     std::printf("%-28s %5lld x %5lld x %5lld %10.1f %10.1f %7.2fx\n", c.what, (long long)c.M,

@@ -14,14 +14,14 @@ int main(int argc, char** argv) {
       .model = "mlp",
       .archs = {"mlp"},
       .build = [](const std::string&) -> nn::ModulePtr {
-        return std::make_shared<nn::Sequential>(nn::NamedModules{
-            {"quant", std::make_shared<quant::QuantStub>()},
-            {"fc1", std::make_shared<nn::Linear>(784, 256)},
-            {"relu1", std::make_shared<nn::ReLU>()},
-            {"fc2", std::make_shared<nn::Linear>(256, 128)},
-            {"relu2", std::make_shared<nn::ReLU>()},
-            {"fc3", std::make_shared<nn::Linear>(128, 10)},
-            {"dequant", std::make_shared<quant::DeQuantStub>()}});
+        return std::make_shared<nn::Sequential>(
+            nn::NamedModules{{"quant", std::make_shared<quant::QuantStub>()},
+                             {"fc1", std::make_shared<nn::Linear>(784, 256)},
+                             {"relu1", std::make_shared<nn::ReLU>()},
+                             {"fc2", std::make_shared<nn::Linear>(256, 128)},
+                             {"relu2", std::make_shared<nn::ReLU>()},
+                             {"fc3", std::make_shared<nn::Linear>(128, 10)},
+                             {"dequant", std::make_shared<quant::DeQuantStub>()}});
       },
       .flatten_input = true,
   };

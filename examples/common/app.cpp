@@ -62,9 +62,12 @@ void add_rule(quant::QConfigRegistry& registry, const std::string& rule) {
   QAT_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < rule.size(), "--rule",
               "expected SELECTOR=CONFIG, got '", rule, "'");
   const std::string selector = rule.substr(0, eq), config = rule.substr(eq + 1);
-  if (selector.rfind("type:", 0) == 0) registry.set_module_type(selector.substr(5), config);
-  else if (selector.find_first_of("*?[") != std::string::npos) registry.set_module_glob(selector, config);
-  else registry.set_module_name(selector, config);
+  if (selector.rfind("type:", 0) == 0)
+    registry.set_module_type(selector.substr(5), config);
+  else if (selector.find_first_of("*?[") != std::string::npos)
+    registry.set_module_glob(selector, config);
+  else
+    registry.set_module_name(selector, config);
 }
 
 std::string join(const std::vector<std::string>& v, char sep) {
@@ -95,9 +98,14 @@ nn::ModulePtr build_model(const Options& o, const ModelFactory& factory, std::st
 }
 
 // What a checkpoint says about the model that wrote it, so that it can be rebuilt.
-std::map<std::string, std::string> describe(const Options& o, const ModelFactory& f, const std::string& kind) {
-  return {{"kind", kind}, {"model", f.model}, {"arch", o.arch}, {"mode", o.mode},
-          {"qconfig", o.mode == "qat" ? o.qconfig : ""}, {"rules", join(o.rules, ';')}};
+std::map<std::string, std::string> describe(const Options& o, const ModelFactory& f,
+                                            const std::string& kind) {
+  return {{"kind", kind},
+          {"model", f.model},
+          {"arch", o.arch},
+          {"mode", o.mode},
+          {"qconfig", o.mode == "qat" ? o.qconfig : ""},
+          {"rules", join(o.rules, ';')}};
 }
 
 // Adopts the architecture and quantization recorded in `ckpt`; throws CheckpointError if it was
@@ -106,11 +114,13 @@ void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
   auto get = [&](const char* key) {
     auto it = ckpt.metadata.find(key);
     if (it == ckpt.metadata.end())
-      throw io::CheckpointError(ckpt.info.source, std::string("has no '") + key + "' entry: not written by " + f.program);
+      throw io::CheckpointError(ckpt.info.source,
+                                std::string("has no '") + key + "' entry: not written by " + f.program);
     return it->second;
   };
   if (get("model") != f.model)
-    throw io::CheckpointError(ckpt.info.source, "holds a '" + get("model") + "' model, not '" + f.model + "'");
+    throw io::CheckpointError(ckpt.info.source,
+                              "holds a '" + get("model") + "' model, not '" + f.model + "'");
   const std::string arch = get("arch");
   if (std::find(f.archs.begin(), f.archs.end(), arch) == f.archs.end())
     throw io::CheckpointError(ckpt.info.source, "holds unknown architecture '" + arch + "'");
@@ -138,14 +148,17 @@ Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
   std::int64_t correct = 0, at = 0;
   for (const data::Batch& b : loader) {
     const Tensor logits = model.forward(b.images);
-    QAT_REQUIRE(logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
-                "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
-                dtype_name(logits.dtype()), logits.shape());
+    QAT_REQUIRE(
+        logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
+        "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
+        dtype_name(logits.dtype()), logits.shape());
     const Tensor pred = argmax(logits, 1);
     const std::int64_t n = pred.numel();
     std::copy_n(pred.data<std::int64_t>(), n, e.predictions.data<std::int64_t>() + at);
-    std::copy_n(logits.data<float>(), n * test.num_classes, e.logits.data<float>() + at * test.num_classes);
-    for (std::int64_t i = 0; i < n; ++i) correct += pred.data<std::int64_t>()[i] == b.labels.data<std::int64_t>()[i];
+    std::copy_n(logits.data<float>(), n * test.num_classes,
+                e.logits.data<float>() + at * test.num_classes);
+    for (std::int64_t i = 0; i < n; ++i)
+      correct += pred.data<std::int64_t>()[i] == b.labels.data<std::int64_t>()[i];
     at += n;
   }
   e.accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
@@ -154,18 +167,19 @@ Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, const nn::Module& model) {
   if (o.optimizer == "adam")
-    return std::make_unique<optim::Adam>(model.named_parameters(),
-                                         optim::Adam::Options{.lr = o.lr, .weight_decay = o.weight_decay});
+    return std::make_unique<optim::Adam>(
+        model.named_parameters(), optim::Adam::Options{.lr = o.lr, .weight_decay = o.weight_decay});
   if (o.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(model.named_parameters(),
-                                          optim::AdamW::Options{.lr = o.lr, .weight_decay = o.weight_decay});
+    return std::make_unique<optim::AdamW>(
+        model.named_parameters(), optim::AdamW::Options{.lr = o.lr, .weight_decay = o.weight_decay});
   return std::make_unique<optim::SGD>(
       model.named_parameters(),
       optim::SGD::Options{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
 }
 
 std::unique_ptr<optim::LRScheduler> make_schedule(const Options& o, optim::Optimizer& opt) {
-  if (o.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, std::max(o.epochs, 1));
+  if (o.schedule == "cosine")
+    return std::make_unique<optim::CosineAnnealingLR>(opt, std::max(o.epochs, 1));
   if (o.schedule == "step") return std::make_unique<optim::StepLR>(opt, std::max(1, o.epochs / 3), 0.1);
   return nullptr;
 }
@@ -185,10 +199,12 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
   ckpt.metadata.merge(quant::quantization_metadata(model));
   ckpt.optimizer = io::capture(opt);
   const auto st = loader.state();
-  ckpt.training = io::TrainingState{
-      .epoch = epoch, .global_step = global_step, .generators = {{"default", default_generator().state()}},
-      .counters = {{"loader_seed", static_cast<std::int64_t>(st.seed)}, {"loader_epoch", st.epoch},
-                   {"loader_batch", st.batch}}};
+  ckpt.training = io::TrainingState{.epoch = epoch,
+                                    .global_step = global_step,
+                                    .generators = {{"default", default_generator().state()}},
+                                    .counters = {{"loader_seed", static_cast<std::int64_t>(st.seed)},
+                                                 {"loader_epoch", st.epoch},
+                                                 {"loader_batch", st.batch}}};
   io::save(ckpt, o.save);
   return static_cast<std::int64_t>(io::to_bytes(ckpt).size());
 }
@@ -205,14 +221,16 @@ int run_program(Options o, const ModelFactory& factory) {
     adopt(o, factory, *from);
   }
   const bool int8_file = from && from->metadata.at("kind") == "int8";
-  QAT_REQUIRE(!int8_file || o.resume.empty(), "--resume", "'", o.resume, "' is an int8 inference "
+  QAT_REQUIRE(!int8_file || o.resume.empty(), "--resume", "'", o.resume,
+              "' is an int8 inference "
               "checkpoint; resume from the QAT checkpoint instead");
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
 
   std::string prepare_table;
   nn::ModulePtr model = build_model(o, factory, &prepare_table);
   if (int8_file) quant::convert(*model);
-  if (from) io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
+  if (from)
+    io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
 
   std::ostringstream js;
   js.precision(6);
@@ -223,17 +241,19 @@ int run_program(Options o, const ModelFactory& factory) {
     const Eval e = evaluate(*model, test, factory.flatten_input);
     js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \"" << from->metadata.at("kind")
        << "\", \"test_acc\": " << e.accuracy << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
-    if (o.json) std::cout << js.str() << std::endl;
-    else std::cout << factory.model << " " << from->metadata.at("kind") << " checkpoint " << from->info.source
-                   << " test_acc " << e.accuracy << "\n";
+    if (o.json)
+      std::cout << js.str() << std::endl;
+    else
+      std::cout << factory.model << " " << from->metadata.at("kind") << " checkpoint "
+                << from->info.source << " test_acc " << e.accuracy << "\n";
     return 0;
   }
 
   const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
   auto optimizer = make_optimizer(o, *model);
   auto schedule = make_schedule(o, *optimizer);
-  data::DataLoader loader(train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
-                                  .flatten = factory.flatten_input});
+  data::DataLoader loader(
+      train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .flatten = factory.flatten_input});
   int start_epoch = 0;
   std::int64_t global_step = 0;
   if (!o.resume.empty()) {  // optimizer, schedule, data order and RNG continue where they stopped
@@ -242,7 +262,8 @@ int run_program(Options o, const ModelFactory& factory) {
     start_epoch = static_cast<int>(from->training->epoch);
     global_step = from->training->global_step;
     const auto& c = from->training->counters;
-    loader.set_state({static_cast<std::uint64_t>(c.at("loader_seed")), c.at("loader_epoch"), c.at("loader_batch")});
+    loader.set_state(
+        {static_cast<std::uint64_t>(c.at("loader_seed")), c.at("loader_epoch"), c.at("loader_batch")});
     io::restore_generators(*from, {{"default", &default_generator()}});
     if (schedule) schedule->set_epoch(start_epoch);
   }
@@ -273,18 +294,21 @@ int run_program(Options o, const ModelFactory& factory) {
     sum.train_seconds += secs;
     ++sum.epochs_run;
     if (schedule) schedule->step();
-    if (!o.save.empty()) save_bytes = save_training(o, factory, *model, *optimizer, loader, epoch, global_step);
+    if (!o.save.empty())
+      save_bytes = save_training(o, factory, *model, *optimizer, loader, epoch, global_step);
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
   if (sum.epochs_run == 0) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
-    if (!o.save.empty()) save_bytes = save_training(o, factory, *model, *optimizer, loader, start_epoch, global_step);
+    if (!o.save.empty())
+      save_bytes = save_training(o, factory, *model, *optimizer, loader, start_epoch, global_step);
   }
 
   std::int64_t int8_bytes = 0;
   js << ", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch << ", \"threads\": " << o.threads
-     << ", \"optimizer\": \"" << o.optimizer << "\", \"schedule\": \"" << o.schedule << "\", \"seed\": " << o.seed
+     << ", \"optimizer\": \"" << o.optimizer << "\", \"schedule\": \"" << o.schedule
+     << "\", \"seed\": " << o.seed
      << ", \"train_s_per_epoch\": " << (sum.epochs_run ? sum.train_seconds / sum.epochs_run : 0.0)
      << ", \"final_loss\": " << sum.last_loss << ", \"test_acc\": " << test_acc;
   if (o.mode == "qat") {
@@ -306,7 +330,8 @@ int run_program(Options o, const ModelFactory& factory) {
       for (std::int64_t i = 0; i < test.size(); ++i)
         agree += fq.predictions.data<std::int64_t>()[i] == q8.predictions.data<std::int64_t>()[i];
       for (std::int64_t i = 0; i < fq.logits.numel(); ++i)
-        max_diff = std::max(max_diff, double(std::fabs(fq.logits.data<float>()[i] - q8.logits.data<float>()[i])));
+        max_diff = std::max(max_diff,
+                            double(std::fabs(fq.logits.data<float>()[i] - q8.logits.data<float>()[i])));
       const double agreement = static_cast<double>(agree) / static_cast<double>(test.size());
       io::Checkpoint q = io::capture(*int8_model);
       q.metadata = describe(o, factory, "int8");
@@ -315,15 +340,18 @@ int run_program(Options o, const ModelFactory& factory) {
       if (!o.save.empty()) io::save(q, o.save + ".int8");
       io::Checkpoint fp32 = io::capture(*factory.build(o.arch));  // the float model of the same network
       js << ", \"int8_acc\": " << q8.accuracy << ", \"agreement\": " << agreement
-         << ", \"max_logit_diff\": " << max_diff << ", \"fp32_checkpoint_bytes\": " << io::to_bytes(fp32).size()
+         << ", \"max_logit_diff\": " << max_diff
+         << ", \"fp32_checkpoint_bytes\": " << io::to_bytes(fp32).size()
          << ", \"int8_checkpoint_bytes\": " << int8_bytes;
       if (!o.json) std::cerr << "convert:\n" << conv->table();
     }
   }
   if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
-  if (o.json) std::cout << js.str() << std::endl;
-  else std::cout << js.str() << "\n";
+  if (o.json)
+    std::cout << js.str() << std::endl;
+  else
+    std::cout << js.str() << "\n";
   return 0;
 }
 
@@ -334,34 +362,51 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   o.arch = factory.archs.front();
   CLI::App app{factory.program + ": train a " + factory.model +
                " on Fashion-MNIST (fp32 or quantization-aware), convert it to int8 and evaluate"};
-  app.add_option("--data", o.data, "directory with the Fashion-MNIST IDX .gz files")->capture_default_str();
-  app.add_option("--arch", o.arch, "architecture")->check(CLI::IsMember(factory.archs))->capture_default_str();
-  app.add_option("--mode", o.mode, "fp32 or qat")->check(CLI::IsMember({"fp32", "qat"}))->capture_default_str();
+  app.add_option("--data", o.data, "directory with the Fashion-MNIST IDX .gz files")
+      ->capture_default_str();
+  app.add_option("--arch", o.arch, "architecture")
+      ->check(CLI::IsMember(factory.archs))
+      ->capture_default_str();
+  app.add_option("--mode", o.mode, "fp32 or qat")
+      ->check(CLI::IsMember({"fp32", "qat"}))
+      ->capture_default_str();
   app.add_option("--qconfig", o.qconfig, "QAT config preset (with --mode qat)")
-      ->check(CLI::IsMember(quant::QConfigRegistry().names()))->capture_default_str();
+      ->check(CLI::IsMember(quant::QConfigRegistry().names()))
+      ->capture_default_str();
   app.add_option("--rule", o.rules,
                  "per-layer QAT config, repeatable: NAME=CONFIG, GLOB=CONFIG or type:TYPE=CONFIG "
                  "(CONFIG may be 'skip')");
   app.add_option("--epochs", o.epochs, "training epochs (the total, also with --resume)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", o.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", o.weight_decay, "weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "weight decay")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
   app.add_option("--schedule", o.schedule, "learning-rate schedule per epoch: none, cosine or step")
-      ->check(CLI::IsMember({"none", "cosine", "step"}))->capture_default_str();
+      ->check(CLI::IsMember({"none", "cosine", "step"}))
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "CPU threads (1 gives bit-identical runs)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->capture_default_str();
   app.add_option("--train-limit", o.train_limit, "use only the first N training images (0 = all)");
   app.add_option("--test-limit", o.test_limit, "use only the first N test images (0 = all)");
-  app.add_option("--save", o.save, "write the training checkpoint to PATH after every epoch (QAT mode: "
+  app.add_option("--save", o.save,
+                 "write the training checkpoint to PATH after every epoch (QAT mode: "
                  "the int8 model to PATH.int8 at the end)");
-  auto* load = app.add_option("--load", o.load, "load a checkpoint (QAT, fp32 or int8) written by --save");
+  auto* load =
+      app.add_option("--load", o.load, "load a checkpoint (QAT, fp32 or int8) written by --save");
   app.add_flag("--eval-only", o.eval_only, "with --load: evaluate, do not train")->needs(load);
-  app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")->excludes(load);
+  app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")
+      ->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
   try {
     app.parse(argc, argv);

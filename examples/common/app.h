@@ -10,11 +10,11 @@
 namespace qat::examples {
 
 struct ModelFactory {
-  std::string program;                   // "mlp_qat"
-  std::string model;                     // "mlp", reported in JSON
-  std::vector<std::string> archs;        // accepted --arch values, the first is the default
+  std::string program;             // "mlp_qat"
+  std::string model;               // "mlp", reported in JSON
+  std::vector<std::string> archs;  // accepted --arch values, the first is the default
   std::function<nn::ModulePtr(const std::string& arch)> build;
-  bool flatten_input = false;            // feed (B, 784) instead of (B, 1, 28, 28)
+  bool flatten_input = false;  // feed (B, 784) instead of (B, 1, 28, 28)
 };
 
 /// Parses argv, trains and evaluates; returns the process exit status.

@@ -27,16 +27,16 @@ void Progress::update(std::int64_t batch, double loss, std::int64_t samples) {
   const double secs = std::chrono::duration<double>(now - start_).count();
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * (batch + 1) / batches_);
-  std::fprintf(stderr, "\repoch %d/%d [%-*s] %lld/%lld loss %.4f %.0f img/s   ", epoch_, epochs_,
-               kWidth, std::string(filled, '#').c_str(), static_cast<long long>(batch + 1),
+  std::fprintf(stderr, "\repoch %d/%d [%-*s] %lld/%lld loss %.4f %.0f img/s   ", epoch_, epochs_, kWidth,
+               std::string(filled, '#').c_str(), static_cast<long long>(batch + 1),
                static_cast<long long>(batches_), loss_sum_ / loss_count_,
                secs > 0 ? samples_ / secs : 0.0);
   std::fflush(stderr);
 }
 
 void Progress::end_epoch(double seconds, const std::string& extra) {
-  std::fprintf(stderr, "%sepoch %d/%d train_s %.2f loss %.4f %.0f img/s %s\n", tty_ ? "\r" : "",
-               epoch_, epochs_, seconds, loss_count_ ? loss_sum_ / loss_count_ : 0.0,
+  std::fprintf(stderr, "%sepoch %d/%d train_s %.2f loss %.4f %.0f img/s %s\n", tty_ ? "\r" : "", epoch_,
+               epochs_, seconds, loss_count_ ? loss_sum_ / loss_count_ : 0.0,
                seconds > 0 ? samples_ / seconds : 0.0, extra.c_str());
 }
 

@@ -86,12 +86,14 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const std::shared_ptr
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  QAT_REQUIRE(root.requires_grad(), "Tensor::backward",
-              "tensor of shape ", root.shape(), " does not require grad and has no grad_fn");
+  QAT_REQUIRE(root.requires_grad(), "Tensor::backward", "tensor of shape ", root.shape(),
+              " does not require grad and has no grad_fn");
   Tensor seed = grad_output;
   if (!seed.defined()) {
-    QAT_REQUIRE(root.numel() == 1, "Tensor::backward", "grad_output can be omitted only for a "
-                "one-element tensor, got shape ", root.shape());
+    QAT_REQUIRE(root.numel() == 1, "Tensor::backward",
+                "grad_output can be omitted only for a "
+                "one-element tensor, got shape ",
+                root.shape());
     seed = Tensor::ones(root.shape(), root.dtype());
   }
   QAT_REQUIRE(seed.shape() == root.shape() && seed.dtype() == root.dtype(), "Tensor::backward",

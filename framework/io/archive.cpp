@@ -1,13 +1,12 @@
 // The checkpoint payload as versioned Boost.Serialization records (fields: wire.h).
 #include "framework/io/archive.h"
 
-#include <set>
-#include <sstream>
-
 #include <boost/archive/archive_exception.hpp>
 #include <boost/archive/basic_archive.hpp>
 #include <boost/serialization/tracking.hpp>
 #include <boost/serialization/version.hpp>
+#include <set>
+#include <sstream>
 
 #include "framework/io/wire.h"
 
@@ -36,8 +35,8 @@ struct TensorRecord {
     shape_field(ar, shape, ctx);
     if constexpr (kLoading<Ar>) {
       // Allocate only what the remaining payload can actually fill.
-      ctx.require_fits(static_cast<std::uint64_t>(shape.numel()),
-                       kXml<Ar> ? 1 : element_size(dtype), "tensor element count");
+      ctx.require_fits(static_cast<std::uint64_t>(shape.numel()), kXml<Ar> ? 1 : element_size(dtype),
+                       "tensor element count");
       tensor = Tensor::empty(shape, dtype);
     }
     data_field(ar, name, tensor, ctx);
@@ -56,7 +55,7 @@ struct TensorListRecord {
     for (std::uint64_t i = 0; i < n; ++i) {
       if constexpr (kLoading<Ar>) list.emplace_back();
       TensorRecord rec{list[i].first, list[i].second, ctx};
-      ar & nvp("tensor", rec);
+      ar& nvp("tensor", rec);
     }
   }
 };
@@ -68,23 +67,28 @@ struct GeneratorRecord {
   template <class Ar>
   void serialize(Ar& ar, unsigned version) {
     ctx.require_version(version, version_of<GeneratorRecord, Ar>, "generator");
-    ar & nvp("s0", state.s[0]) & nvp("s1", state.s[1]) & nvp("s2", state.s[2]) &
-        nvp("s3", state.s[3]);
+    ar& nvp("s0", state.s[0]) & nvp("s1", state.s[1]) & nvp("s2", state.s[2]) & nvp("s3", state.s[3]);
     state.has_spare_normal = flag(ar, "has_spare_normal", state.has_spare_normal, ctx);
     real(ar, "spare_normal", state.spare_normal, ctx);
   }
 };
 
 template <class Ar>
-void value(Ar& ar, std::string& v, const Ctx& ctx) { text(ar, "value", v, ctx); }
+void value(Ar& ar, std::string& v, const Ctx& ctx) {
+  text(ar, "value", v, ctx);
+}
 template <class Ar>
-void value(Ar& ar, double& v, const Ctx& ctx) { real(ar, "value", v, ctx); }
+void value(Ar& ar, double& v, const Ctx& ctx) {
+  real(ar, "value", v, ctx);
+}
 template <class Ar>
-void value(Ar& ar, std::int64_t& v, const Ctx&) { ar & nvp("value", v); }
+void value(Ar& ar, std::int64_t& v, const Ctx&) {
+  ar& nvp("value", v);
+}
 template <class Ar>
 void value(Ar& ar, Generator::State& v, const Ctx& ctx) {
   GeneratorRecord rec{v, ctx};
-  ar & nvp("value", rec);
+  ar& nvp("value", rec);
 }
 
 /// A string-keyed map: count, then key/value pairs in key order.
@@ -127,7 +131,7 @@ struct OptimizerRecord {
     text(ar, "kind", opt.kind, ctx);
     MapRecord<double> hyper{opt.hyperparameters, ctx};
     TensorListRecord state{opt.state, ctx};
-    ar & nvp("hyperparameters", hyper) & nvp("state", state);
+    ar& nvp("hyperparameters", hyper) & nvp("state", state);
   }
 };
 
@@ -138,23 +142,25 @@ struct TrainingRecord {
   template <class Ar>
   void serialize(Ar& ar, unsigned version) {
     ctx.require_version(version, version_of<TrainingRecord, Ar>, "training");
-    ar & nvp("epoch", st.epoch) & nvp("global_step", st.global_step);
+    ar& nvp("epoch", st.epoch) & nvp("global_step", st.global_step);
     MapRecord<Generator::State> gens{st.generators, ctx};
     MapRecord<std::int64_t> counters{st.counters, ctx};
-    ar & nvp("generators", gens) & nvp("counters", counters);
+    ar& nvp("generators", gens) & nvp("counters", counters);
   }
 };
 
 template <class Record, class Ar, class T>
-void optional_field(Ar& ar, const Tag& flag_tag, const Tag& tag, std::optional<T>& v,
-                    const Ctx& ctx) {
+void optional_field(Ar& ar, const Tag& flag_tag, const Tag& tag, std::optional<T>& v, const Ctx& ctx) {
   const bool present = flag(ar, flag_tag, v.has_value(), ctx);
   if constexpr (kLoading<Ar>) {
-    if (present) v.emplace(); else v.reset();
+    if (present)
+      v.emplace();
+    else
+      v.reset();
   }
   if (!present) return;
   Record rec{*v, ctx};
-  ar & nvp(tag, rec);
+  ar& nvp(tag, rec);
 }
 
 struct CheckpointRecord {
@@ -166,7 +172,7 @@ struct CheckpointRecord {
     ctx.require_version(version, version_of<CheckpointRecord, Ar>, "checkpoint");
     TensorListRecord tensors{ckpt.tensors, ctx};
     MapRecord<std::string> metadata{ckpt.metadata, ctx};
-    ar & nvp("tensors", tensors) & nvp("metadata", metadata);
+    ar& nvp("tensors", tensors) & nvp("metadata", metadata);
     optional_field<OptimizerRecord>(ar, "has_optimizer", "optimizer", ckpt.optimizer, ctx);
     optional_field<TrainingRecord>(ar, "has_training", "training", ckpt.training, ctx);
   }
@@ -227,7 +233,8 @@ void decode_with(Source& src, std::uint32_t version, Checkpoint& out, const wire
 void require_unique(const NamedTensors& list, const char* what, const wire::Ctx& ctx) {
   std::set<std::string_view> seen;
   for (const auto& [name, t] : list)
-    if (!seen.insert(name).second) ctx.fail(qat::detail::concat(what, " '", wire::excerpt(name), "' appears twice"));
+    if (!seen.insert(name).second)
+      ctx.fail(qat::detail::concat(what, " '", wire::excerpt(name), "' appears twice"));
 }
 
 }  // namespace
@@ -245,9 +252,10 @@ Checkpoint decode_payload(std::string_view payload, ArchiveKind kind,
                           std::uint32_t payload_archive_version, const std::string& source) {
   using qat::detail::concat;
   if (payload_archive_version < kMinArchiveVersion || payload_archive_version > archive_version())
-    throw CheckpointError(source, concat("the payload was written with Boost.Serialization archive version ",
-                                         payload_archive_version, "; this build reads versions ",
-                                         kMinArchiveVersion, " to ", archive_version()));
+    throw CheckpointError(
+        source, concat("the payload was written with Boost.Serialization archive version ",
+                       payload_archive_version, "; this build reads versions ", kMinArchiveVersion,
+                       " to ", archive_version()));
   wire::PayloadBuf buf(payload);
   const wire::Ctx ctx{&buf, &source};
   Checkpoint out;
@@ -263,8 +271,8 @@ Checkpoint decode_payload(std::string_view payload, ArchiveKind kind,
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {  // boost::archive::archive_exception, bad_alloc, qat::Error
-    throw CheckpointError(source, concat("cannot decode the ", archive_kind_name(kind),
-                                         " payload: ", e.what()));
+    throw CheckpointError(source,
+                          concat("cannot decode the ", archive_kind_name(kind), " payload: ", e.what()));
   }
   const std::string_view rest = buf.rest();
   const bool only_space = rest.find_first_not_of(" \t\r\n") == std::string_view::npos;

@@ -20,8 +20,8 @@ void require_writable(const NamedTensors& list, const char* fn, const char* what
   std::set<std::string_view> seen;
   for (const auto& [name, t] : list) {
     QAT_REQUIRE(t.defined(), fn, what, " '", name, "' is an undefined tensor");
-    QAT_REQUIRE(t.device() == Device::CPU, fn, what, " '", name, "' is on ",
-                device_name(t.device()), "; checkpoints take CPU tensors");
+    QAT_REQUIRE(t.device() == Device::CPU, fn, what, " '", name, "' is on ", device_name(t.device()),
+                "; checkpoints take CPU tensors");
     QAT_REQUIRE(seen.insert(name).second, fn, what, " name '", name, "' appears twice");
   }
 }

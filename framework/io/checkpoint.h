@@ -15,9 +15,9 @@ namespace qat::io {
 
 /// An optimizer as Optimizer::kind(), hyperparameters() and state() expose it.
 struct OptimizerState {
-  std::string kind;                                ///< "sgd", "adam", ...
+  std::string kind;                               ///< "sgd", "adam", ...
   std::map<std::string, double> hyperparameters;  ///< lr included
-  NamedTensors state;                              ///< "<param>.<slot>" -> tensor
+  NamedTensors state;                             ///< "<param>.<slot>" -> tensor
 };
 
 /// What an exact resume needs besides the model and the optimizer.

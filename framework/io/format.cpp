@@ -43,8 +43,10 @@ std::string hex_bytes(const char* p, std::size_t n) {
 
 std::string_view archive_kind_name(ArchiveKind kind) {
   switch (kind) {
-    case ArchiveKind::Binary: return "binary";
-    case ArchiveKind::Xml: return "xml";
+    case ArchiveKind::Binary:
+      return "binary";
+    case ArchiveKind::Xml:
+      return "xml";
   }
   return "?";
 }
@@ -69,9 +71,9 @@ std::array<char, FileHeader::kSize> encode_header(const FileHeader& h) {
 FileHeader decode_header(std::string_view bytes, const std::string& source) {
   const char* p = bytes.data();
   if (bytes.size() < FileHeader::kSize)
-    throw CheckpointError(source, detail::concat("truncated: ", bytes.size(),
-                                                 " bytes, shorter than the ", FileHeader::kSize,
-                                                 "-byte header"));
+    throw CheckpointError(source,
+                          detail::concat("truncated: ", bytes.size(), " bytes, shorter than the ",
+                                         FileHeader::kSize, "-byte header"));
   if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0)
     throw CheckpointError(source, "not a qat checkpoint (magic bytes " + hex_bytes(p, 8) +
                                       ", expected " + hex_bytes(kMagic.data(), 8) +
@@ -82,10 +84,11 @@ FileHeader decode_header(std::string_view bytes, const std::string& source) {
                   get_le<std::uint16_t>(p + 16)};
   // The version comes before the header CRC: a future format may lay its header out otherwise.
   if (h.format_version > kFormatVersion)
-    throw CheckpointError(source, detail::concat("format version ", h.format_version,
-                                                 " is newer than this build of qat reads (format version ",
-                                                 kFormatVersion, "); the file was written by qat ",
-                                                 h.written_by.str(), ", upgrade qat to read it"));
+    throw CheckpointError(
+        source, detail::concat("format version ", h.format_version,
+                               " is newer than this build of qat reads (format version ", kFormatVersion,
+                               "); the file was written by qat ", h.written_by.str(),
+                               ", upgrade qat to read it"));
   if (h.format_version == 0)
     throw CheckpointError(source, "invalid format version 0 (the header is corrupt)");
   const std::uint32_t stored_crc = get_le<std::uint32_t>(p + 36);
@@ -95,8 +98,8 @@ FileHeader decode_header(std::string_view bytes, const std::string& source) {
                                       ", the header says " + hex32(stored_crc));
   const std::uint16_t kind = get_le<std::uint16_t>(p + 18);
   if (kind > static_cast<std::uint16_t>(ArchiveKind::Xml))
-    throw CheckpointError(source, detail::concat("unknown archive kind ", kind,
-                                                 " (known: 0 = binary, 1 = xml)"));
+    throw CheckpointError(
+        source, detail::concat("unknown archive kind ", kind, " (known: 0 = binary, 1 = xml)"));
   h.archive = static_cast<ArchiveKind>(kind);
   h.archive_version = get_le<std::uint32_t>(p + 20);
   h.payload_bytes = get_le<std::uint64_t>(p + 24);
@@ -106,13 +109,11 @@ FileHeader decode_header(std::string_view bytes, const std::string& source) {
 
 void check_payload_size(const FileHeader& h, std::uint64_t size, const std::string& source) {
   if (size < h.payload_bytes)
-    throw CheckpointError(source, detail::concat("truncated: the header announces a ",
-                                                 h.payload_bytes, "-byte payload but only ", size,
-                                                 " bytes follow"));
+    throw CheckpointError(source, detail::concat("truncated: the header announces a ", h.payload_bytes,
+                                                 "-byte payload but only ", size, " bytes follow"));
   if (size > h.payload_bytes)
-    throw CheckpointError(source, detail::concat(size - h.payload_bytes,
-                                                 " unexpected bytes after the ", h.payload_bytes,
-                                                 "-byte payload"));
+    throw CheckpointError(source, detail::concat(size - h.payload_bytes, " unexpected bytes after the ",
+                                                 h.payload_bytes, "-byte payload"));
 }
 
 void check_payload(const FileHeader& h, std::string_view payload, const std::string& source) {

@@ -30,9 +30,7 @@ std::string mismatch_reason(const Tensor& saved, const Tensor& model) {
   return os.str();
 }
 
-std::string plural(std::size_t n, const char* word) {
-  return concat(n, " ", word, n == 1 ? "" : "s");
-}
+std::string plural(std::size_t n, const char* word) { return concat(n, " ", word, n == 1 ? "" : "s"); }
 
 }  // namespace
 
@@ -82,9 +80,8 @@ LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOption
 
   if (options.strict && !report.complete()) {
     const std::size_t n = report.missing.size() + report.unexpected.size() + report.mismatched.size();
-    throw CheckpointError(source_of(ckpt),
-                          concat("does not match the model (", plural(n, "problem"),
-                                 "; nothing was loaded):\n", report.str()));
+    throw CheckpointError(source_of(ckpt), concat("does not match the model (", plural(n, "problem"),
+                                                  "; nothing was loaded):\n", report.str()));
   }
   for (auto& [dst, src] : copies) dst.copy_(*src);
   return report;
@@ -99,8 +96,8 @@ void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt) {
   if (!ckpt.optimizer) throw CheckpointError(source, "holds no optimizer state");
   const OptimizerState& saved = *ckpt.optimizer;
   if (saved.kind != opt.kind())
-    throw CheckpointError(source, concat("holds state of a '", saved.kind, "' optimizer, not '",
-                                         opt.kind(), "'"));
+    throw CheckpointError(
+        source, concat("holds state of a '", saved.kind, "' optimizer, not '", opt.kind(), "'"));
   std::vector<std::string> problems;
   const auto current = opt.hyperparameters();
   for (const auto& [name, value] : current) {
@@ -110,8 +107,8 @@ void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt) {
     else if (name == "lr" && !(it->second >= 0 && std::isfinite(it->second)))
       problems.push_back(concat("saved lr ", it->second, " is not a finite value >= 0"));
     else if (name != "lr" && !(it->second == value))
-      problems.push_back(concat("hyperparameter ", name, ": checkpoint ", it->second,
-                                " vs optimizer ", value));
+      problems.push_back(
+          concat("hyperparameter ", name, ": checkpoint ", it->second, " vs optimizer ", value));
   }
   for (const auto& [name, value] : saved.hyperparameters)
     if (!current.count(name))
@@ -139,13 +136,12 @@ void restore_generators(const Checkpoint& ckpt, const std::map<std::string, Gene
     QAT_REQUIRE(gen != nullptr, "io::restore_generators", "generator '", name, "' is null");
     if (!ckpt.training->generators.count(name)) absent += (absent.empty() ? "" : ", ") + name;
   }
-  if (!absent.empty())
-    throw CheckpointError(source, "holds no state for generator(s) " + absent);
+  if (!absent.empty()) throw CheckpointError(source, "holds no state for generator(s) " + absent);
   for (const auto& [name, gen] : targets) {
     const auto& s = ckpt.training->generators.at(name).s;
     if (s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 0)
-      throw CheckpointError(source, "generator '" + name +
-                                        "' has an all-zero state, which xoshiro256** never reaches");
+      throw CheckpointError(
+          source, "generator '" + name + "' has an all-zero state, which xoshiro256** never reaches");
   }
   for (const auto& [name, gen] : targets) gen->set_state(ckpt.training->generators.at(name));
 }

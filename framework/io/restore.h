@@ -31,7 +31,8 @@ struct LoadOptions {
 struct LoadReport {
   struct Mismatch {
     std::string name;
-    std::string reason;  ///< "checkpoint [10, 128] vs model [10, 256]", "checkpoint int32 vs model int64"
+    std::string
+        reason;  ///< "checkpoint [10, 128] vs model [10, 256]", "checkpoint int32 vs model int64"
   };
   std::vector<std::string> loaded;      ///< model tensors overwritten, in model order
   std::vector<std::string> missing;     ///< model tensors absent from the checkpoint (kept as they were)

@@ -4,6 +4,12 @@
 // and size against the bytes left before allocating.
 #include <algorithm>
 #include <bit>
+#include <boost/archive/binary_iarchive.hpp>
+#include <boost/archive/binary_oarchive.hpp>
+#include <boost/archive/xml_iarchive.hpp>
+#include <boost/archive/xml_oarchive.hpp>
+#include <boost/serialization/nvp.hpp>
+#include <boost/serialization/string.hpp>
 #include <charconv>
 #include <limits>
 #include <streambuf>
@@ -11,13 +17,6 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
-#include <boost/archive/xml_iarchive.hpp>
-#include <boost/archive/xml_oarchive.hpp>
-#include <boost/serialization/nvp.hpp>
-#include <boost/serialization/string.hpp>
 
 #include "framework/io/checkpoint_error.h"
 #include "framework/tensor/dispatch.h"
@@ -55,8 +54,8 @@ inline void check_xml_end_tags(std::string_view xml, const std::string& source) 
     const std::size_t end = xml.find_first_of("> \t\r\n", at + 2);
     const std::size_t len = (end == std::string_view::npos ? xml.size() : end) - (at + 2);
     if (len >= Tag::kCapacity)
-      throw CheckpointError(source, qat::detail::concat("corrupt payload: an XML end tag is ", len,
-                                                        " characters long"));
+      throw CheckpointError(
+          source, qat::detail::concat("corrupt payload: an XML end tag is ", len, " characters long"));
   }
 }
 
@@ -89,8 +88,7 @@ struct Ctx {
   void require_fits(std::uint64_t count, std::uint64_t bytes_each, const char* what) const {
     const std::uint64_t left = in->remaining();
     if (count > left / bytes_each)
-      fail(concat(what, " ", count, " (", bytes_each, " bytes each) exceeds the ", left,
-                  " bytes left"));
+      fail(concat(what, " ", count, " (", bytes_each, " bytes each) exceeds the ", left, " bytes left"));
   }
   /// Every record starts at class version 1; `newest` is the one this build writes. (Boost
   /// 1.74 does not reject a class version newer than the reader's.)
@@ -104,8 +102,8 @@ struct Ctx {
 };
 
 template <class Ar>
-inline constexpr bool kXml = std::is_same_v<Ar, boost::archive::xml_oarchive> ||
-                             std::is_same_v<Ar, boost::archive::xml_iarchive>;
+inline constexpr bool kXml =
+    std::is_same_v<Ar, boost::archive::xml_oarchive> || std::is_same_v<Ar, boost::archive::xml_iarchive>;
 template <class Ar>
 inline constexpr bool kLoading = Ar::is_loading::value;
 
@@ -141,10 +139,10 @@ void for_each_token(std::string_view s, F&& f) {
 template <class Ar>
 void text(Ar& ar, const Tag& tag, std::string& s, const Ctx& ctx) {
   if constexpr (kXml<Ar>) {
-    ar & nvp(tag, s);
+    ar& nvp(tag, s);
   } else {
     std::uint64_t n = s.size();
-    ar & nvp(tag, n);
+    ar& nvp(tag, n);
     if constexpr (kLoading<Ar>) {
       ctx.require_fits(n, 1, "string length");
       s.resize(n);
@@ -159,11 +157,11 @@ void text(Ar& ar, const Tag& tag, std::string& s, const Ctx& ctx) {
 template <class Ar>
 void real(Ar& ar, const Tag& tag, double& v, const Ctx& ctx) {
   if constexpr (!kXml<Ar>) {
-    ar & nvp(tag, v);
+    ar& nvp(tag, v);
   } else {
     std::string s;
     if constexpr (!kLoading<Ar>) append_text(s, v);
-    ar & nvp(tag, s);
+    ar& nvp(tag, s);
     if constexpr (kLoading<Ar>) {
       int tokens = 0;
       bool ok = true;  // exactly one token, and a number
@@ -177,7 +175,7 @@ void real(Ar& ar, const Tag& tag, double& v, const Ctx& ctx) {
 template <class Ar>
 bool flag(Ar& ar, const Tag& tag, bool value, const Ctx& ctx) {
   std::uint8_t b = value ? 1 : 0;
-  ar & nvp(tag, b);
+  ar& nvp(tag, b);
   if (b > 1) ctx.fail(concat(tag.s, " is ", unsigned(b), ", expected 0 or 1"));
   return b == 1;
 }
@@ -185,7 +183,7 @@ bool flag(Ar& ar, const Tag& tag, bool value, const Ctx& ctx) {
 /// An element count, checked on load against the bytes left (every item takes at least one).
 template <class Ar>
 std::uint64_t count(Ar& ar, std::uint64_t n, const Ctx& ctx, const char* what) {
-  ar & nvp("count", n);
+  ar& nvp("count", n);
   if constexpr (kLoading<Ar>) ctx.require_fits(n, 1, what);
   return n;
 }
@@ -196,7 +194,7 @@ void dtype_field(Ar& ar, DType& d, const Ctx& ctx) {
   constexpr int kCount = static_cast<int>(DType::Int64) + 1;
   if constexpr (kXml<Ar>) {
     std::string name(kLoading<Ar> ? "" : dtype_name(d));
-    ar & nvp("dtype", name);
+    ar& nvp("dtype", name);
     if constexpr (kLoading<Ar>) {
       for (int i = 0; i < kCount; ++i)
         if (dtype_name(static_cast<DType>(i)) == name) return void(d = static_cast<DType>(i));
@@ -204,7 +202,7 @@ void dtype_field(Ar& ar, DType& d, const Ctx& ctx) {
     }
   } else {
     std::uint8_t code = static_cast<std::uint8_t>(d);
-    ar & nvp("dtype", code);
+    ar& nvp("dtype", code);
     if (code >= kCount) ctx.fail(concat("unknown dtype code ", unsigned(code)));
     d = static_cast<DType>(code);
   }
@@ -231,7 +229,7 @@ void shape_field(Ar& ar, Shape& shape, const Ctx& ctx) {
   if constexpr (kXml<Ar>) {
     std::string s;
     for (std::int64_t d : shape) (s.empty() ? s : s += ' '), append_text(s, d);
-    ar & nvp("shape", s);
+    ar& nvp("shape", s);
     if constexpr (!kLoading<Ar>) return;
     for_each_token(s, [&](std::string_view tok) {
       std::int64_t d = 0;
@@ -241,13 +239,13 @@ void shape_field(Ar& ar, Shape& shape, const Ctx& ctx) {
     });
   } else {
     std::uint32_t rank = static_cast<std::uint32_t>(shape.rank());
-    ar & nvp("rank", rank);
+    ar& nvp("rank", rank);
     if constexpr (kLoading<Ar>)
       if (rank > static_cast<std::uint32_t>(Shape::kMaxDims))
         ctx.fail(concat("tensor rank ", rank, " exceeds ", Shape::kMaxDims));
     for (std::uint32_t i = 0; i < rank; ++i) {
       std::int64_t d = kLoading<Ar> ? 0 : shape[static_cast<int>(i)];
-      ar & nvp("dim", d);
+      ar& nvp("dim", d);
       dims.push_back(d);
     }
   }
@@ -273,19 +271,21 @@ void data_field(Ar& ar, const std::string& name, Tensor& t, const Ctx& ctx) {
           append_text(s, p[i]);
         }
       }
-      ar & nvp("data", s);
+      ar& nvp("data", s);
       if constexpr (kLoading<Ar>) {
         T* p = t.data<T>();
         std::int64_t i = 0;
         for_each_token(s, [&](std::string_view tok) {
-          if (i == t.numel()) ctx.fail(concat("tensor '", excerpt(name), "' has more than ", t.numel(), " values"));
+          if (i == t.numel())
+            ctx.fail(concat("tensor '", excerpt(name), "' has more than ", t.numel(), " values"));
           if (!parse_text(tok, p[i]))
             ctx.fail(concat("tensor '", excerpt(name), "': '", excerpt(tok), "' is not a ",
                             dtype_name(t.dtype()), " value"));
           ++i;
         });
         if (i != t.numel())
-          ctx.fail(concat("tensor '", excerpt(name), "' has ", i, " values for ", t.numel(), " elements"));
+          ctx.fail(
+              concat("tensor '", excerpt(name), "' has ", i, " values for ", t.numel(), " elements"));
       }
     });
   }

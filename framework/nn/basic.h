@@ -69,7 +69,8 @@ class AvgPool2d : public Module {
 
 class AdaptiveAvgPool2d : public Module {
  public:
-  explicit AdaptiveAvgPool2d(Pair output_size) : Module("AdaptiveAvgPool2d"), output_size_(output_size) {}
+  explicit AdaptiveAvgPool2d(Pair output_size)
+      : Module("AdaptiveAvgPool2d"), output_size_(output_size) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
   std::string extra_repr() const override;
 

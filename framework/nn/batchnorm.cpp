@@ -8,7 +8,8 @@ BatchNorm2d::BatchNorm2d(std::int64_t num_features, double eps, double momentum,
     : Module("BatchNorm2d"), num_features_(num_features), eps_(eps), momentum_(momentum) {
   QAT_REQUIRE(num_features > 0, "BatchNorm2d", "num_features must be positive, got ", num_features);
   QAT_REQUIRE(eps > 0, "BatchNorm2d", "eps must be positive, got ", eps);
-  QAT_REQUIRE(momentum >= 0 && momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], got ", momentum);
+  QAT_REQUIRE(momentum >= 0 && momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], got ",
+              momentum);
   if (affine) {
     weight_ = register_parameter("weight", Tensor::ones(Shape{num_features}));
     bias_ = register_parameter("bias", Tensor::zeros(Shape{num_features}));

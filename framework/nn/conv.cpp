@@ -8,17 +8,20 @@ namespace qat::nn {
 
 Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, Pair kernel_size,
                const Conv2dParams& params, bool bias)
-    : Module("Conv2d"), in_channels_(in_channels), out_channels_(out_channels),
-      kernel_size_(kernel_size), params_(params) {
+    : Module("Conv2d"),
+      in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_size_(kernel_size),
+      params_(params) {
   QAT_REQUIRE(in_channels > 0 && out_channels > 0, "Conv2d", "in_channels (", in_channels,
               ") and out_channels (", out_channels, ") must be positive");
-  QAT_REQUIRE(kernel_size[0] > 0 && kernel_size[1] > 0, "Conv2d", "kernel_size (",
-              kernel_size[0], ", ", kernel_size[1], ") must be positive");
-  QAT_REQUIRE(params.groups > 0 && in_channels % params.groups == 0 &&
-                  out_channels % params.groups == 0,
+  QAT_REQUIRE(kernel_size[0] > 0 && kernel_size[1] > 0, "Conv2d", "kernel_size (", kernel_size[0], ", ",
+              kernel_size[1], ") must be positive");
+  QAT_REQUIRE(params.groups > 0 && in_channels % params.groups == 0 && out_channels % params.groups == 0,
               "Conv2d", "groups (", params.groups, ") must divide in_channels (", in_channels,
               ") and out_channels (", out_channels, ")");
-  Tensor w = Tensor::empty(Shape{out_channels, in_channels / params.groups, kernel_size[0], kernel_size[1]});
+  Tensor w =
+      Tensor::empty(Shape{out_channels, in_channels / params.groups, kernel_size[0], kernel_size[1]});
   init::kaiming_uniform_(w, std::sqrt(5.0));
   weight_ = register_parameter("weight", w);
   if (bias) {

@@ -25,8 +25,9 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias)
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
 
 std::string Linear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features_) + ", out_features=" +
-         std::to_string(out_features_) + ", bias=" + (bias_.defined() ? "true" : "false");
+  return "in_features=" + std::to_string(in_features_) +
+         ", out_features=" + std::to_string(out_features_) +
+         ", bias=" + (bias_.defined() ? "true" : "false");
 }
 
 }  // namespace qat::nn

@@ -25,7 +25,8 @@ void walk(const Module& root, F visit) {
     stack.pop_back();
     visit(prefix, *m);
     const auto& kids = m->named_children();
-    for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.emplace_back(join(prefix, it->first), it->second.get());
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it)
+      stack.emplace_back(join(prefix, it->first), it->second.get());
   }
 }
 }  // namespace
@@ -109,7 +110,8 @@ ModulePtr Module::child(const std::string& name) const {
 
 Tensor Module::parameter(const std::string& name) const {
   auto it = find_named(parameters_, name);
-  QAT_REQUIRE(it != parameters_.end(), "Module::parameter", type_name_, " has no parameter '", name, "'");
+  QAT_REQUIRE(it != parameters_.end(), "Module::parameter", type_name_, " has no parameter '", name,
+              "'");
   return it->second;
 }
 
@@ -136,8 +138,8 @@ ModulePtr Module::submodule(const std::string& path) const {
     const std::size_t dot = std::min(path.find('.', start), path.size());
     const std::string part = path.substr(start, dot - start);
     auto it = find_named(cur->children_, part);
-    QAT_REQUIRE(it != cur->children_.end(), "Module::submodule", "no module '", path, "' ('",
-                part, "' not found in ", cur->type_name_, ")");
+    QAT_REQUIRE(it != cur->children_.end(), "Module::submodule", "no module '", path, "' ('", part,
+                "' not found in ", cur->type_name_, ")");
     found = it->second;
     cur = found.get();
     start = dot + 1;
@@ -148,7 +150,8 @@ ModulePtr Module::submodule(const std::string& path) const {
 Tensor Module::replace_buffer(const std::string& name, Tensor value) {
   auto it = find_named(buffers_, name);
   QAT_REQUIRE(it != buffers_.end(), "Module::replace_buffer", type_name_, " has no buffer '", name, "'");
-  QAT_REQUIRE(value.defined(), "Module::replace_buffer", "new value of buffer '", name, "' is undefined");
+  QAT_REQUIRE(value.defined(), "Module::replace_buffer", "new value of buffer '", name,
+              "' is undefined");
   it->second = value;
   return value;
 }

@@ -35,8 +35,8 @@ namespace {
 // PyTorch 1.13 torch.optim.SGD:  g' = g + wd*p;  b = first ? g' : momentum*b + (1-dampening)*g';
 // d = nesterov ? g' + momentum*b : b (or g' without momentum);  p = p - lr*d
 template <class T>
-void sgd_kernel(std::int64_t n, T* __restrict p, const T* __restrict g, T* __restrict buf, T wd,
-                T mom, T keep, T neg_lr, bool decay, bool first, bool nesterov) {
+void sgd_kernel(std::int64_t n, T* __restrict p, const T* __restrict g, T* __restrict buf, T wd, T mom,
+                T keep, T neg_lr, bool decay, bool first, bool nesterov) {
   for (std::int64_t i = 0; i < n; ++i) {
     T d = g[i];
     if (decay) d = d + wd * p[i];
@@ -62,8 +62,8 @@ void SGD::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) 
     const T keep = static_cast<T>(1.0 - options_.dampening), neg_lr = static_cast<T>(-lr());
     const bool decay = options_.weight_decay != 0;
     parallel_for(param.numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
-      sgd_kernel<T>(e - b, p + b, g + b, buf ? buf + b : nullptr, wd, mom, keep, neg_lr, decay,
-                    first, options_.nesterov);
+      sgd_kernel<T>(e - b, p + b, g + b, buf ? buf + b : nullptr, wd, mom, keep, neg_lr, decay, first,
+                    options_.nesterov);
     });
   });
 }

@@ -21,10 +21,10 @@ namespace {
 
 enum CblasOrder { kRowMajor = 101 };
 enum CblasTranspose { kNoTrans = 111, kTrans = 112 };
-using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*,
-                         int, float, float*, int);
-using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*,
-                         int, double, double*, int);
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int,
+                         double, double*, int);
 using SetThreadsFn = void (*)(int);
 using CorenameFn = char* (*)();
 
@@ -82,17 +82,17 @@ void blas_gemm<float>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int
                       const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
                       float* C, std::int64_t ldc) {
   if (M == 0 || N == 0) return;
-  blas().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K),
-               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  blas().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K), alpha,
+               A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
 template <>
-void blas_gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
-                       double alpha, const double* A, std::int64_t lda, const double* B,
-                       std::int64_t ldb, double beta, double* C, std::int64_t ldc) {
+void blas_gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
+                       const double* A, std::int64_t lda, const double* B, std::int64_t ldb, double beta,
+                       double* C, std::int64_t ldc) {
   if (M == 0 || N == 0) return;
-  blas().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K),
-               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  blas().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K), alpha,
+               A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
 template <>
@@ -100,14 +100,16 @@ void gemm<float>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
                  const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta,
                  float* C, std::int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (sgemm_available()) sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else blas_gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (sgemm_available())
+    sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    blas_gemm<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm<double>(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
-                  const double* A, std::int64_t lda, const double* B, std::int64_t ldb,
-                  double beta, double* C, std::int64_t ldc) {
+                  const double* A, std::int64_t lda, const double* B, std::int64_t ldb, double beta,
+                  double* C, std::int64_t ldc) {
   blas_gemm<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

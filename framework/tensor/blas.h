@@ -9,8 +9,7 @@ namespace qat::detail {
 /// C(M,N) = alpha * op(A)(M,K) * op(B)(K,N) + beta * C, row-major; op = transpose if trans_*.
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
-          const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C,
-          std::int64_t ldc);
+          const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc);
 
 /// C(M,N) = alpha * A(M,K) * op(B)(K,N) + beta * C with A(i, k) = a[row_offset[i] + k_offset[k]]
 /// (an im2col matrix read from a padded image). float32 gathers inside the kernel

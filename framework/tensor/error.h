@@ -22,16 +22,17 @@ std::string concat(const Args&... args) {
 }  // namespace detail
 
 /// Throws qat::Error("<fn>: " + message parts) when `cond` is false. For caller mistakes.
-#define QAT_REQUIRE(cond, fn, ...)                                        \
-  do {                                                                    \
+#define QAT_REQUIRE(cond, fn, ...)                                                 \
+  do {                                                                             \
     if (!(cond)) throw ::qat::Error(::qat::detail::concat(fn, ": ", __VA_ARGS__)); \
   } while (0)
 
 /// Broken internal invariant: a bug in this library, not in the caller's code.
-#define QAT_CHECK(cond, ...)                                                              \
-  do {                                                                                    \
-    if (!(cond))                                                                          \
-      ::qat::detail::check_failed(#cond, __FILE__, __LINE__, ::qat::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+#define QAT_CHECK(cond, ...)                                                             \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      ::qat::detail::check_failed(#cond, __FILE__, __LINE__,                             \
+                                  ::qat::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)
 
 }  // namespace qat

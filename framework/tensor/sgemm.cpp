@@ -278,7 +278,8 @@ void scale_c(i64 M, i64 N, float beta, float* C, i64 ldc) {
   if (beta == 1.0f) return;
   for (i64 i = 0; i < M; ++i) {
     float* row = C + i * ldc;
-    if (beta == 0.0f) std::memset(row, 0, N * sizeof(float));  // BLAS: C is not read
+    if (beta == 0.0f)
+      std::memset(row, 0, N * sizeof(float));  // BLAS: C is not read
     else
       for (i64 j = 0; j < N; ++j) row[j] *= beta;
   }

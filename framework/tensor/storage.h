@@ -9,15 +9,15 @@ namespace qat {
 
 /// Statistics of the caching allocator, for tests and benchmarks.
 struct AllocatorStats {
-  std::uint64_t fresh_allocations = 0;  // buffers obtained from the system
-  std::uint64_t reused_allocations = 0; // buffers served from the cache
-  std::uint64_t bytes_reserved = 0;     // bytes held (live + cached)
-  std::uint64_t bytes_cached = 0;       // bytes free in the cache
+  std::uint64_t fresh_allocations = 0;   // buffers obtained from the system
+  std::uint64_t reused_allocations = 0;  // buffers served from the cache
+  std::uint64_t bytes_reserved = 0;      // bytes held (live + cached)
+  std::uint64_t bytes_cached = 0;        // bytes free in the cache
 };
 
 /// A caching pool of aligned buffers, bucketed by size class (four classes per power of two,
-/// so at most 25% slack beyond 64 bytes). Freed buffers go back to their bucket; the pool grows on demand and
-/// never fails for lack of a preset size. Thread-safe.
+/// so at most 25% slack beyond 64 bytes). Freed buffers go back to their bucket; the pool grows on
+/// demand and never fails for lack of a preset size. Thread-safe.
 class CachingAllocator {
  public:
   static CachingAllocator& cpu();

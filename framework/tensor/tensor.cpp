@@ -14,8 +14,8 @@ namespace qat {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(
-      static_cast<std::size_t>(shape.numel()) * element_size(dtype), device);
+  impl->storage =
+      std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * element_size(dtype), device);
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
@@ -39,9 +39,8 @@ Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, d
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
-  QAT_REQUIRE(static_cast<std::int64_t>(values.size()) == shape.numel(), "Tensor::from_vector",
-              "got ", values.size(), " values for shape ", shape, " (", shape.numel(),
-              " elements)");
+  QAT_REQUIRE(static_cast<std::int64_t>(values.size()) == shape.numel(), "Tensor::from_vector", "got ",
+              values.size(), " values for shape ", shape, " (", shape.numel(), " elements)");
   Tensor t = empty(shape, dtype_of_v<T>);
   if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
@@ -98,8 +97,8 @@ Tensor Tensor::clone() const {
 }
 
 QuantInfo Tensor::quant_info() const {
-  QAT_REQUIRE(is_quantized(), "Tensor::quant_info", dtype_name(dtype()), " tensor of shape ",
-              shape(), " is not quantized");
+  QAT_REQUIRE(is_quantized(), "Tensor::quant_info", dtype_name(dtype()), " tensor of shape ", shape(),
+              " is not quantized");
   return *impl().quant;
 }
 
@@ -122,7 +121,8 @@ To convert_value(From v) {
   } else {
     if (std::isnan(v)) return 0;
     const From r = std::nearbyint(v);
-    if (r <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (r <= static_cast<From>(std::numeric_limits<To>::lowest()))
+      return std::numeric_limits<To>::lowest();
     if (r >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
     return static_cast<To>(r);
   }
@@ -144,8 +144,8 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::view_as_shape(const Shape& new_shape) const {
-  QAT_REQUIRE(new_shape.numel() == numel(), "Tensor::view_as_shape", "cannot view shape ",
-              shape(), " as ", new_shape);
+  QAT_REQUIRE(new_shape.numel() == numel(), "Tensor::view_as_shape", "cannot view shape ", shape(),
+              " as ", new_shape);
   auto v = std::make_shared<TensorImpl>();
   v->storage = impl().storage;
   v->offset = impl().offset;
@@ -157,8 +157,8 @@ Tensor Tensor::view_as_shape(const Shape& new_shape) const {
 
 Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
   QAT_REQUIRE(dim() >= 1, "Tensor::rows", "tensor of shape ", shape(), " has no rows");
-  QAT_REQUIRE(0 <= begin && begin <= end && end <= size(0), "Tensor::rows", "range [", begin,
-              ", ", end, ") is out of bounds for shape ", shape());
+  QAT_REQUIRE(0 <= begin && begin <= end && end <= size(0), "Tensor::rows", "range [", begin, ", ", end,
+              ") is out of bounds for shape ", shape());
   Shape s = shape();
   const std::int64_t row = s[0] == 0 ? 0 : numel() / s[0];
   s[0] = end - begin;
@@ -182,8 +182,8 @@ const Tensor& Tensor::fill_(double value) const {
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   QAT_REQUIRE(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_", "source ",
-              dtype_name(src.dtype()), src.shape(), " does not match destination ",
-              dtype_name(dtype()), shape());
+              dtype_name(src.dtype()), src.shape(), " does not match destination ", dtype_name(dtype()),
+              shape());
   if (!is_same(src)) std::memmove(raw_data(), src.raw_data(), nbytes());
   return *this;
 }
@@ -236,37 +236,41 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     const T* p = t.data<T>();
     for (std::int64_t i = 0; i < shown; ++i) {
       if (i) os << ", ";
-      if constexpr (sizeof(T) == 1) os << static_cast<int>(p[i]); else os << p[i];
+      if constexpr (sizeof(T) == 1)
+        os << static_cast<int>(p[i]);
+      else
+        os << p[i];
     }
   });
   if (n > shown) os << ", ...";
   os << "]";
-  if (t.is_quantized()) os << ", scale " << t.quant_info().scale << ", zero_point " << t.quant_info().zero_point;
+  if (t.is_quantized())
+    os << ", scale " << t.quant_info().scale << ", zero_point " << t.quant_info().zero_point;
   if (t.requires_grad()) os << ", requires_grad";
   return os << ")";
 }
 
 void require_dtype(const Tensor& t, DType dtype, const char* fn, const char* arg) {
   QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
-  QAT_REQUIRE(t.dtype() == dtype, fn, "argument '", arg, "' must be ", dtype_name(dtype),
-              ", got ", dtype_name(t.dtype()), " of shape ", t.shape());
+  QAT_REQUIRE(t.dtype() == dtype, fn, "argument '", arg, "' must be ", dtype_name(dtype), ", got ",
+              dtype_name(t.dtype()), " of shape ", t.shape());
 }
 
 void require_float(const Tensor& t, const char* fn, const char* arg) {
   QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
-  QAT_REQUIRE(is_floating(t.dtype()), fn, "argument '", arg,
-              "' must be float32 or float64, got ", dtype_name(t.dtype()), " of shape ", t.shape());
+  QAT_REQUIRE(is_floating(t.dtype()), fn, "argument '", arg, "' must be float32 or float64, got ",
+              dtype_name(t.dtype()), " of shape ", t.shape());
 }
 
 void require_rank(const Tensor& t, int rank, const char* fn, const char* arg) {
   QAT_REQUIRE(t.defined(), fn, "argument '", arg, "' is an undefined tensor");
-  QAT_REQUIRE(t.dim() == rank, fn, "argument '", arg, "' must have rank ", rank,
-              ", got shape ", t.shape());
+  QAT_REQUIRE(t.dim() == rank, fn, "argument '", arg, "' must have rank ", rank, ", got shape ",
+              t.shape());
 }
 
-#define QAT_INSTANTIATE(T)                                                        \
-  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&);    \
-  template T* Tensor::data<T>() const;                                            \
+#define QAT_INSTANTIATE(T)                                                     \
+  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&); \
+  template T* Tensor::data<T>() const;                                         \
   template std::vector<T> Tensor::to_vector<T>() const;
 QAT_INSTANTIATE(float)
 QAT_INSTANTIATE(double)

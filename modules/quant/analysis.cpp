@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <limits>
-
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 #include <xtensor/xmath.hpp>
@@ -47,14 +46,15 @@ Tensor quantize(const Tensor& x, const QParams& q, const QuantSpec& spec) {
   const float* px = x.data<float>();
   qat::detail::dispatch_any(out.dtype(), [&]<class I>() {
     I* po = out.data<I>();
-    detail::Layout::of(spec, x.shape()).for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-      const float inv = 1.0f / q.scale.data<float>()[p];
-      const auto zp = static_cast<float>(q.zero_point.data<std::int32_t>()[p]);
-      for (std::int64_t i = off; i < off + n; ++i) {
-        const float v = std::nearbyint(px[i] * inv) + zp;
-        po[i] = static_cast<I>(v > lo ? (v < hi ? v : hi) : lo);  // NaN -> qmin, as fake_quantize
-      }
-    });
+    detail::Layout::of(spec, x.shape())
+        .for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+          const float inv = 1.0f / q.scale.data<float>()[p];
+          const auto zp = static_cast<float>(q.zero_point.data<std::int32_t>()[p]);
+          for (std::int64_t i = off; i < off + n; ++i) {
+            const float v = std::nearbyint(px[i] * inv) + zp;
+            po[i] = static_cast<I>(v > lo ? (v < hi ? v : hi) : lo);  // NaN -> qmin, as fake_quantize
+          }
+        });
   });
   if (spec.granularity == Granularity::PerTensor && out.dtype() != DType::Int16)
     out.set_quant_info({q.scale.data<float>()[0], q.zero_point.data<std::int32_t>()[0]});
@@ -70,11 +70,13 @@ Tensor dequantize(const Tensor& qt, const QParams& q, const QuantSpec& spec) {
   float* po = out.data<float>();
   qat::detail::dispatch_any(qt.dtype(), [&]<class I>() {
     const I* pq = qt.data<I>();
-    detail::Layout::of(spec, qt.shape()).for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-      const float s = q.scale.data<float>()[p];
-      const std::int32_t zp = q.zero_point.data<std::int32_t>()[p];
-      for (std::int64_t i = off; i < off + n; ++i) po[i] = static_cast<float>(static_cast<std::int32_t>(pq[i]) - zp) * s;
-    });
+    detail::Layout::of(spec, qt.shape())
+        .for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+          const float s = q.scale.data<float>()[p];
+          const std::int32_t zp = q.zero_point.data<std::int32_t>()[p];
+          for (std::int64_t i = off; i < off + n; ++i)
+            po[i] = static_cast<float>(static_cast<std::int32_t>(pq[i]) - zp) * s;
+        });
   });
   return out;
 }

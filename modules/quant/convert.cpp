@@ -23,7 +23,8 @@ std::string join(const std::string& prefix, const std::string& name) {
 
 // An activation quantizer's 8-bit grid as uint8 storage: signed codes shift by 128.
 ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std::string& who) {
-  QAT_REQUIRE(q != nullptr, "convert", "layer '", who, "' has no output quantizer; the int8 "
+  QAT_REQUIRE(q != nullptr, "convert", "layer '", who,
+              "' has no output quantizer; the int8 "
               "backend needs quantized outputs (give it an activation config)");
   const QuantSpec& s = q->spec();
   QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.granularity == Granularity::PerTensor,
@@ -32,7 +33,8 @@ ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std:
   const QParams p = q->qparams();
   const std::int32_t off = s.is_signed ? 128 : 0;
   return {{p.scale.data<float>()[0], p.zero_point.data<std::int32_t>()[0] + off},
-          static_cast<std::int32_t>(s.quant_min()) + off, static_cast<std::int32_t>(s.quant_max()) + off};
+          static_cast<std::int32_t>(s.quant_min()) + off,
+          static_cast<std::int32_t>(s.quant_max()) + off};
 }
 
 // q = clamp(round(w / s_o), qmin, qmax) per output channel, exactly as the fake quantizer.
@@ -40,14 +42,17 @@ struct QuantizedWeight {
   Tensor weight, scale;
 };
 
-QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer>& q, const std::string& who) {
-  QAT_REQUIRE(q != nullptr, "convert", "layer '", who, "' has a float weight; the int8 backend needs a "
+QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer>& q,
+                                const std::string& who) {
+  QAT_REQUIRE(q != nullptr, "convert", "layer '", who,
+              "' has a float weight; the int8 backend needs a "
               "weight quantizer");
   const QuantSpec& s = q->spec();
   QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.symmetric && s.is_signed &&
                   (s.granularity == Granularity::PerTensor ||
                    (s.granularity == Granularity::PerChannel && w.shape().axis(s.axis, "convert") == 0)),
-              "convert", "layer '", who, "': weight spec ", s.str(), " is not supported by the int8 "
+              "convert", "layer '", who, "': weight spec ", s.str(),
+              " is not supported by the int8 "
               "backend (needs signed symmetric per-tensor or per-output-channel, <= 8 bits)");
   const QParams p = q->qparams();
   const std::int64_t O = w.size(0), K = w.numel() / O;
@@ -58,7 +63,8 @@ QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer
     QAT_REQUIRE(p.zero_point.data<std::int32_t>()[p.zero_point.numel() == 1 ? 0 : o] == 0, "convert",
                 "layer '", who, "': weight zero point must be 0");
     out.scale.data<float>()[o] = scale;
-    const float inv = 1.0f / scale, lo = static_cast<float>(s.quant_min()), hi = static_cast<float>(s.quant_max());
+    const float inv = 1.0f / scale, lo = static_cast<float>(s.quant_min()),
+                hi = static_cast<float>(s.quant_max());
     for (std::int64_t k = 0; k < K; ++k)
       out.weight.data<std::int8_t>()[o * K + k] =
           static_cast<std::int8_t>(std::clamp(std::nearbyint(pw[o * K + k] * inv), lo, hi));
@@ -71,7 +77,8 @@ Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in) {
   if (!b.defined()) return Tensor();
   Tensor q = Tensor::empty(b.shape(), DType::Int32);
   for (std::int64_t o = 0; o < b.numel(); ++o) {
-    const double v = std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
+    const double v =
+        std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
     q.data<std::int32_t>()[o] = static_cast<std::int32_t>(std::clamp(v, -2147483648.0, 2147483647.0));
   }
   return q;
@@ -102,7 +109,8 @@ struct Converter {
       const bool quant_layer = std::dynamic_pointer_cast<QuantStub>(child) || type == "DeQuantStub" ||
                                std::dynamic_pointer_cast<QatLayer>(child);
       QAT_REQUIRE(ordered || (!quant_layer && !flow), "convert", "layer '", full, "' is inside ",
-                  parent.type_name(), ", which is not a Sequential: its execution order (and so "
+                  parent.type_name(),
+                  ", which is not a Sequential: its execution order (and so "
                   "its input quantization) is unknown");
       if (auto stub = std::dynamic_pointer_cast<QuantStub>(child)) {
         if (!stub->quantizer()) continue;
@@ -121,10 +129,13 @@ struct Converter {
         const ActivationQuant out = activation_quant(layer->activation_fake_quant(), full);
         nn::ModulePtr q;
         if (std::dynamic_pointer_cast<QuantLinear>(child)) {
-          q = std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, flow->quant, out, layer->fused_relu());
+          q = std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, flow->quant, out,
+                                                layer->fused_relu());
         } else {
-          const Conv2dParams params = cb ? cb->params() : std::dynamic_pointer_cast<QuantConv2d>(child)->params();
-          q = std::make_shared<QuantizedConv2d>(w.weight, w.scale, bias, flow->quant, out, layer->fused_relu(), params);
+          const Conv2dParams params =
+              cb ? cb->params() : std::dynamic_pointer_cast<QuantConv2d>(child)->params();
+          q = std::make_shared<QuantizedConv2d>(w.weight, w.scale, bias, flow->quant, out,
+                                                layer->fused_relu(), params);
         }
         record(&parent, name, full, child, q);
         flow = out;
@@ -139,8 +150,10 @@ struct Converter {
       } else if (type == "Dropout") {
         record(&parent, name, full, child, std::make_shared<nn::Identity>());
       } else if (type != "Flatten" && type != "Identity") {  // shape-only layers pass through
-        throw Error(detail::concat("convert: layer '", full, "' (", type, ") inside the quantized "
-                                   "region has no int8 version; end the region with a DeQuantStub before it"));
+        throw Error(
+            detail::concat("convert: layer '", full, "' (", type,
+                           ") inside the quantized "
+                           "region has no int8 version; end the region with a DeQuantStub before it"));
       }
     }
     return flow;
@@ -163,7 +176,8 @@ struct Converter {
                       std::sqrt(bn.running_var().data<float>()[o] + static_cast<float>(bn.eps()));
       for (std::int64_t k = 0; k < K; ++k) f.weight.data<float>()[o * K + k] *= s;
       const float b = cb.bias().defined() ? cb.bias().data<float>()[o] : 0.0f;
-      f.bias.data<float>()[o] = (b - bn.running_mean().data<float>()[o]) * s + bn.bias().data<float>()[o];
+      f.bias.data<float>()[o] =
+          (b - bn.running_mean().data<float>()[o]) * s + bn.bias().data<float>()[o];
     }
     return f;
   }

@@ -18,22 +18,23 @@ using Inputs = std::vector<Tensor>;
 
 Shape param_shape(const QuantSpec& spec, const Shape& x) {
   switch (spec.granularity) {
-    case Granularity::PerChannel: return Shape{x.at(spec.axis)};
+    case Granularity::PerChannel:
+      return Shape{x.at(spec.axis)};
     case Granularity::PerBlock: {
       Shape s = x;
       const int a = x.axis(spec.axis, "param_shape");
       s[a] = x[a] / spec.block_size;
       return s;
     }
-    default: return Shape{1};
+    default:
+      return Shape{1};
   }
 }
 
 namespace {
 
 Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_t* zero_point,
-                          const Layout& layout, std::int64_t qmin, std::int64_t qmax,
-                          const char* name) {
+                          const Layout& layout, std::int64_t qmin, std::int64_t qmax, const char* name) {
   require_float(x, name, "x");
   QAT_REQUIRE(qmin < qmax, name, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
   for (std::int64_t p = 0; p < layout.num_params; ++p) {
@@ -82,22 +83,22 @@ Tensor fake_quantize_per_tensor_affine(const Tensor& x, float scale, std::int64_
   return fake_quantize_impl(x, &scale, &zp, Layout::per_tensor(x.shape()), quant_min, quant_max, fn);
 }
 
-Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale,
-                                        const Tensor& zero_point, int axis, std::int64_t quant_min,
-                                        std::int64_t quant_max) {
+Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                                        int axis, std::int64_t quant_min, std::int64_t quant_max) {
   constexpr const char* fn = "fake_quantize_per_channel_affine";
   require_float(x, fn, "x");
   const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_params(scale, zero_point, layout.num_params, fn);
-  return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout,
-                            quant_min, quant_max, fn);
+  return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout, quant_min,
+                            quant_max, fn);
 }
 
 Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& spec) {
   constexpr const char* fn = "fake_quantize";
   require_float(x, fn, "x");
   spec.validate_for(x.shape(), fn);
-  QAT_REQUIRE(spec.format == Format::Int, fn, "spec ", spec.str(), " is not an integer format; "
+  QAT_REQUIRE(spec.format == Format::Int, fn, "spec ", spec.str(),
+              " is not an integer format; "
               "use fake_quantize_fp8");
   const Layout layout = Layout::of(spec, x.shape());
   require_params(qparams.scale, qparams.zero_point, layout.num_params, fn);

@@ -26,9 +26,8 @@ Tensor fake_quantize_per_tensor_affine(const Tensor& x, float scale, std::int64_
                                        std::int64_t quant_min, std::int64_t quant_max);
 /// The same per index along `axis` (PyTorch's fake_quantize_per_channel_affine);
 /// scale float32 [C], zero_point int32 [C].
-Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale,
-                                        const Tensor& zero_point, int axis, std::int64_t quant_min,
-                                        std::int64_t quant_max);
+Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                                        int axis, std::int64_t quant_min, std::int64_t quant_max);
 /// Any granularity of `spec` (integer formats): qparams shaped as param_shape(spec, x.shape()).
 Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& spec);
 

@@ -40,7 +40,7 @@ float round_fp8<float>(float v, const Fp8Format& f) {
   std::uint32_t bits;
   std::memcpy(&bits, &a, sizeof bits);
   const int e = std::max(static_cast<int>(bits >> 23) - 127, f.min_exponent);  // floor(log2 a)
-  const int k = f.mantissa_bits - e;                                             // 1/step = 2^k
+  const int k = f.mantissa_bits - e;                                           // 1/step = 2^k
   const std::uint32_t up_bits = static_cast<std::uint32_t>(127 + k) << 23;
   const std::uint32_t down_bits = static_cast<std::uint32_t>(127 - k) << 23;
   float up, down;
@@ -48,8 +48,8 @@ float round_fp8<float>(float v, const Fp8Format& f) {
   std::memcpy(&down, &down_bits, sizeof down);
   const float max = static_cast<float>(f.max);
   float r = std::nearbyint(a * up) * down;
-  r = r < max ? r : max;                  // saturate (also +inf)
-  r = a != a ? a : r;                     // NaN stays NaN
+  r = r < max ? r : max;  // saturate (also +inf)
+  r = a != a ? a : r;     // NaN stays NaN
   return std::copysign(r, v);
 }
 

@@ -50,7 +50,8 @@ namespace {
 inline std::int32_t dot_u8s8(const std::uint8_t* __restrict x, const std::int8_t* __restrict w,
                              std::int64_t K) {
   std::int32_t acc = 0;
-  for (std::int64_t k = 0; k < K; ++k) acc += static_cast<std::int32_t>(x[k]) * static_cast<std::int32_t>(w[k]);
+  for (std::int64_t k = 0; k < K; ++k)
+    acc += static_cast<std::int32_t>(x[k]) * static_cast<std::int32_t>(w[k]);
   return acc;
 }
 
@@ -72,9 +73,9 @@ void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int
     }
 }
 
-void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                    std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
-                    const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
+                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
+                    const Requant& rq, std::uint8_t* y) {
   std::vector<std::int32_t> acc(P);
   for (std::int64_t o = 0; o < O; ++o) {
     std::fill(acc.begin(), acc.end(), (bias ? bias[o] : 0) - zx * w_sums[o]);

@@ -32,8 +32,8 @@ void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int
                  const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
 
 /// y (O, P) = requant(w (O, K) . col (K, P) - zx * rowsum(w) + bias), col uint8.
-void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                    std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
-                    const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
+void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
+                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
+                    const Requant& rq, std::uint8_t* y);
 
 }  // namespace qat::quant::int8

@@ -33,8 +33,8 @@ namespace {
 // here those count as above / below the range as in the forward, and NaN as below (-> qmin).
 template <class T>
 void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict dx, std::int64_t n,
-                  float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
-                  double& dscale, double& dzp) {
+                  float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf, double& dscale,
+                  double& dzp) {
   const float inv = 1.0f / s;
   const T small = static_cast<T>(static_cast<float>(qmin) - zp);
   const T big = static_cast<T>(static_cast<float>(qmax) - zp);
@@ -60,8 +60,8 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
 // The float32 run with AVX-512: the same per-element values in float32 (FMA, round-to-nearest-
 // even, selects), accumulated in double lanes, 16 elements per step. Used when the CPU has it.
 __attribute__((target("avx512f,avx512dq"))) void lsq_grad_run_avx512(
-    const float* __restrict x, const float* __restrict dy, float* __restrict dx, std::int64_t n,
-    float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf, double& dscale, double& dzp) {
+    const float* __restrict x, const float* __restrict dy, float* __restrict dx, std::int64_t n, float s,
+    float zp, std::int64_t qmin, std::int64_t qmax, float gf, double& dscale, double& dzp) {
   const float inv = 1.0f / s;
   const __m512 vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp), vs = _mm512_set1_ps(s);
   const __m512 vgf = _mm512_set1_ps(gf), lo = _mm512_set1_ps(static_cast<float>(qmin));
@@ -69,26 +69,34 @@ __attribute__((target("avx512f,avx512dq"))) void lsq_grad_run_avx512(
   const __m512 small = _mm512_set1_ps(static_cast<float>(qmin) - zp);
   const __m512 big = _mm512_set1_ps(static_cast<float>(qmax) - zp);
   const __m512 neg_s = _mm512_set1_ps(-1.0f * s);
-  __m512d ds0 = _mm512_setzero_pd(), ds1 = _mm512_setzero_pd(), dz0 = _mm512_setzero_pd(), dz1 = _mm512_setzero_pd();
+  __m512d ds0 = _mm512_setzero_pd(), ds1 = _mm512_setzero_pd(), dz0 = _mm512_setzero_pd(),
+          dz1 = _mm512_setzero_pd();
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 xv = _mm512_loadu_ps(x + i), g = _mm512_loadu_ps(dy + i);
-    const __m512 q = _mm512_roundscale_ps(_mm512_fmadd_ps(xv, vinv, vzp), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 q = _mm512_roundscale_ps(_mm512_fmadd_ps(xv, vinv, vzp),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __mmask16 not_below = _mm512_cmp_ps_mask(q, lo, _CMP_GE_OQ);  // NaN counts as below
     const __mmask16 above = _mm512_cmp_ps_mask(q, hi, _CMP_GT_OQ);
     const __mmask16 inside = not_below & ~above;
     _mm512_storeu_ps(dx + i, _mm512_maskz_mov_ps(inside, g));
     const __m512 xfq = _mm512_mul_ps(_mm512_sub_ps(q, vzp), vs);
-    const __m512 e_in = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(g, _mm512_sub_ps(xfq, xv)), vinv), vgf);
-    const __m512 e_out = _mm512_mul_ps(_mm512_mask_mov_ps(_mm512_mul_ps(g, small), not_below, _mm512_mul_ps(g, big)), vgf);
+    const __m512 e_in =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(g, _mm512_sub_ps(xfq, xv)), vinv), vgf);
+    const __m512 e_out = _mm512_mul_ps(
+        _mm512_mask_mov_ps(_mm512_mul_ps(g, small), not_below, _mm512_mul_ps(g, big)), vgf);
     const __m512 e_s = _mm512_mask_mov_ps(e_out, inside, e_in);
-    const __m512 e_z = _mm512_maskz_mov_ps(static_cast<__mmask16>(~inside), _mm512_mul_ps(_mm512_mul_ps(g, neg_s), vgf));
+    const __m512 e_z = _mm512_maskz_mov_ps(static_cast<__mmask16>(~inside),
+                                           _mm512_mul_ps(_mm512_mul_ps(g, neg_s), vgf));
     ds0 = _mm512_add_pd(ds0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_s)));
-    ds1 = _mm512_add_pd(ds1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_s), 1))));
+    ds1 = _mm512_add_pd(
+        ds1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_s), 1))));
     dz0 = _mm512_add_pd(dz0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_z)));
-    dz1 = _mm512_add_pd(dz1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_z), 1))));
+    dz1 = _mm512_add_pd(
+        dz1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_z), 1))));
   }
-  double ds = _mm512_reduce_add_pd(_mm512_add_pd(ds0, ds1)), dz = _mm512_reduce_add_pd(_mm512_add_pd(dz0, dz1));
+  double ds = _mm512_reduce_add_pd(_mm512_add_pd(ds0, ds1)),
+         dz = _mm512_reduce_add_pd(_mm512_add_pd(dz0, dz1));
   lsq_grad_run<float>(x + i, dy + i, dx + i, n - i, s, zp, qmin, qmax, gf, ds, dz);  // the tail
   dscale += ds;
   dzp += dz;
@@ -107,8 +115,8 @@ bool use_avx512() {
 #endif
 }
 
-void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
-                       std::int64_t n, std::int64_t qmin, std::int64_t qmax, const char* fn) {
+void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_point, std::int64_t n,
+                       std::int64_t qmin, std::int64_t qmax, const char* fn) {
   require_float(x, fn, "x");
   require_dtype(scale, DType::Float32, fn, "scale");
   require_dtype(zero_point, DType::Float32, fn, "zero_point");
@@ -125,12 +133,13 @@ void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_
 // the one the backward pass uses (they differ between PyTorch's two ops).
 template <class ZpBackward>
 Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
-                      const Layout& layout, std::int64_t qmin, std::int64_t qmax,
-                      double grad_factor, const char* name, ZpBackward zp_backward) {
+                      const Layout& layout, std::int64_t qmin, std::int64_t qmax, double grad_factor,
+                      const char* name, ZpBackward zp_backward) {
   const float lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
   std::vector<std::int32_t> zp_fwd(layout.num_params);
   for (std::int64_t p = 0; p < layout.num_params; ++p)  // round half to even, then clamp
-    zp_fwd[p] = static_cast<std::int32_t>(std::clamp(std::nearbyint(zero_point.data<float>()[p]), lo, hi));
+    zp_fwd[p] =
+        static_cast<std::int32_t>(std::clamp(std::nearbyint(zero_point.data<float>()[p]), lo, hi));
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   qat::detail::dispatch_float(x.dtype(), name, [&]<class T>() {
     layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
@@ -138,37 +147,40 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
                         zp_fwd[p], qmin, qmax);
     });
   });
-  autograd::record(out, name, {x, scale, zero_point},
-                   [layout, qmin, qmax, grad_factor, zp_backward](const Tensor& g, const Inputs& in, Grads& gi) {
-    const Tensor &X = in[0], &S = in[1], &Z = in[2];
-    Tensor dx = Tensor::empty(X.shape(), X.dtype());
-    std::vector<double> ds(layout.num_params, 0.0), dz(layout.num_params, 0.0);
-    qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
-      layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-        const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
+  autograd::record(
+      out, name, {x, scale, zero_point},
+      [layout, qmin, qmax, grad_factor, zp_backward](const Tensor& g, const Inputs& in, Grads& gi) {
+        const Tensor &X = in[0], &S = in[1], &Z = in[2];
+        Tensor dx = Tensor::empty(X.shape(), X.dtype());
+        std::vector<double> ds(layout.num_params, 0.0), dz(layout.num_params, 0.0);
+        qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
+          layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+            const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
 #if defined(__x86_64__)
-        if constexpr (std::is_same_v<T, float>) {
-          if (use_avx512()) {
-            lsq_grad_run_avx512(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n,
-                                s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
-            return;
-          }
-        }
+            if constexpr (std::is_same_v<T, float>) {
+              if (use_avx512()) {
+                lsq_grad_run_avx512(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
+                                    n, s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+                return;
+              }
+            }
 #endif
-        lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n, s, zp, qmin, qmax,
-                        static_cast<float>(grad_factor), ds[p], dz[p]);
+            lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n, s, zp, qmin,
+                            qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+          });
+        });
+        if (X.requires_grad()) gi[0] = dx;
+        if (S.requires_grad()) {
+          gi[1] = Tensor::empty(S.shape(), DType::Float32);
+          for (std::int64_t p = 0; p < layout.num_params; ++p)
+            gi[1].data<float>()[p] = static_cast<float>(ds[p]);
+        }
+        if (Z.requires_grad()) {
+          gi[2] = Tensor::empty(Z.shape(), DType::Float32);
+          for (std::int64_t p = 0; p < layout.num_params; ++p)
+            gi[2].data<float>()[p] = static_cast<float>(dz[p]);
+        }
       });
-    });
-    if (X.requires_grad()) gi[0] = dx;
-    if (S.requires_grad()) {
-      gi[1] = Tensor::empty(S.shape(), DType::Float32);
-      for (std::int64_t p = 0; p < layout.num_params; ++p) gi[1].data<float>()[p] = static_cast<float>(ds[p]);
-    }
-    if (Z.requires_grad()) {
-      gi[2] = Tensor::empty(Z.shape(), DType::Float32);
-      for (std::int64_t p = 0; p < layout.num_params; ++p) gi[2].data<float>()[p] = static_cast<float>(dz[p]);
-    }
-  });
   return out;
 }
 
@@ -271,7 +283,8 @@ Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const Q
     if (in[0].requires_grad()) gi[0] = dx;
     if (in[1].requires_grad()) {
       gi[1] = Tensor::empty(in[1].shape(), DType::Float32);
-      for (std::int64_t p = 0; p < layout.num_params; ++p) gi[1].data<float>()[p] = static_cast<float>(da[p]);
+      for (std::int64_t p = 0; p < layout.num_params; ++p)
+        gi[1].data<float>()[p] = static_cast<float>(da[p]);
     }
   });
   return out;

@@ -16,7 +16,8 @@ LearnableFakeQuantize::LearnableFakeQuantize(const QuantSpec& spec, std::shared_
   QAT_REQUIRE(spec.format == Format::Int && spec.granularity != Granularity::PerBlock, fn,
               "needs an integer per-tensor or per-channel spec, got ", spec.str());
   QAT_REQUIRE(observer != nullptr, fn, "observer is null");
-  QAT_REQUIRE(options.warmup_batches >= 1, fn, "warmup_batches must be >= 1, got ", options.warmup_batches);
+  QAT_REQUIRE(options.warmup_batches >= 1, fn, "warmup_batches must be >= 1, got ",
+              options.warmup_batches);
   observer_ = register_module("activation_post_process", std::move(observer));
   scale_ = register_parameter("scale", Tensor::ones(param_shape, DType::Float32));
   zero_point_ = register_parameter("zero_point", Tensor::zeros(param_shape, DType::Float32));
@@ -45,8 +46,8 @@ void LearnableFakeQuantize::estimate(const Tensor& x) {
   NoGradGuard no_grad;
   observer_->forward(x);
   const QParams q = observer_->calculate_qparams();
-  QAT_REQUIRE(q.scale.numel() == scale_.numel(), type_name(), "observer produced ",
-              q.scale.numel(), " scales for ", scale_.numel(), " parameters");
+  QAT_REQUIRE(q.scale.numel() == scale_.numel(), type_name(), "observer produced ", q.scale.numel(),
+              " scales for ", scale_.numel(), " parameters");
   for (std::int64_t i = 0; i < scale_.numel(); ++i) {
     scale_.data<float>()[i] = q.scale.data<float>()[i];
     zero_point_.data<float>()[i] = static_cast<float>(q.zero_point.data<std::int32_t>()[i]);
@@ -62,8 +63,9 @@ void LearnableFakeQuantize::estimate(const Tensor& x) {
     });
     const double sqrt_qp = std::sqrt(static_cast<double>(spec_.quant_max()));
     for (std::int64_t p = 0; p < layout.num_params; ++p)
-      scale_.data<float>()[p] = std::max(
-          static_cast<float>(2.0 * abs_sum[p] / std::max<std::int64_t>(count[p], 1) / sqrt_qp), kScaleEps);
+      scale_.data<float>()[p] =
+          std::max(static_cast<float>(2.0 * abs_sum[p] / std::max<std::int64_t>(count[p], 1) / sqrt_qp),
+                   kScaleEps);
   }
 }
 
@@ -80,8 +82,9 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
   scale_.requires_grad_(learning_enabled());
   zero_point_.requires_grad_(learning_enabled() && !spec_.symmetric);
   if (!fake_quant_enabled()) return x;
-  const double grad_factor =
-      options_.use_grad_scaling ? 1.0 / std::sqrt(static_cast<double>(x.numel()) * spec_.quant_max()) : 1.0;
+  const double grad_factor = options_.use_grad_scaling
+                                 ? 1.0 / std::sqrt(static_cast<double>(x.numel()) * spec_.quant_max())
+                                 : 1.0;
   if (spec_.granularity == Granularity::PerChannel)
     return fake_quantize_learnable_per_channel_affine(x, scale_, zero_point_, spec_.axis,
                                                       spec_.quant_min(), spec_.quant_max(), grad_factor);
@@ -126,7 +129,8 @@ Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
                 " ranges for ", amax_.numel(), " amax values");
     for (std::int64_t i = 0; i < amax_.numel(); ++i)
       amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
-    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_) disable_observer();
+    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_)
+      disable_observer();
   } else {
     float* a = amax_.data<float>();
     for (std::int64_t i = 0; i < amax_.numel(); ++i) a[i] = std::max(a[i], kScaleEps);

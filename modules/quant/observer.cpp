@@ -32,9 +32,7 @@ Observer::Observer(std::string type_name, const QuantSpec& spec, const Shape& pa
   max_val_ = register_buffer("max_val", filled(param_shape, -kInf));
 }
 
-std::string Observer::who() const {
-  return type_name() + (label_.empty() ? "" : " '" + label_ + "'");
-}
+std::string Observer::who() const { return type_name() + (label_.empty() ? "" : " '" + label_ + "'"); }
 
 bool Observer::has_observed() const {
   const float* mn = min_val_.data<float>();
@@ -103,14 +101,12 @@ void MinMaxObserver::update(const float* batch_min, const float* batch_max) {
 
 // ---- MovingAverageMinMaxObserver -------------------------------------------------------------
 
-MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(const QuantSpec& spec,
-                                                         const Shape& param_shape,
+MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(const QuantSpec& spec, const Shape& param_shape,
                                                          double averaging_constant)
-    : MovingAverageMinMaxObserver("MovingAverageMinMaxObserver", spec, param_shape,
-                                  averaging_constant) {}
+    : MovingAverageMinMaxObserver("MovingAverageMinMaxObserver", spec, param_shape, averaging_constant) {
+}
 
-MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(std::string type,
-                                                         const QuantSpec& spec,
+MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(std::string type, const QuantSpec& spec,
                                                          const Shape& param_shape,
                                                          double averaging_constant)
     : Observer(std::move(type), spec, param_shape), averaging_constant_(averaging_constant) {
@@ -144,10 +140,11 @@ PerChannelMinMaxObserver::PerChannelMinMaxObserver(const QuantSpec& spec, std::i
               "spec must be per-channel, got ", spec.str());
 }
 
-MovingAveragePerChannelMinMaxObserver::MovingAveragePerChannelMinMaxObserver(
-    const QuantSpec& spec, std::int64_t num_channels, double averaging_constant)
-    : MovingAverageMinMaxObserver("MovingAveragePerChannelMinMaxObserver", spec,
-                                  Shape{num_channels}, averaging_constant) {
+MovingAveragePerChannelMinMaxObserver::MovingAveragePerChannelMinMaxObserver(const QuantSpec& spec,
+                                                                             std::int64_t num_channels,
+                                                                             double averaging_constant)
+    : MovingAverageMinMaxObserver("MovingAveragePerChannelMinMaxObserver", spec, Shape{num_channels},
+                                  averaging_constant) {
   QAT_REQUIRE(spec.granularity == Granularity::PerChannel, "MovingAveragePerChannelMinMaxObserver",
               "spec must be per-channel, got ", spec.str());
 }
@@ -161,8 +158,7 @@ void double_quantize_scales(Tensor& scale, int bits) {
   const float levels = static_cast<float>((1 << bits) - 1);
   const float s2 = top / levels;
   if (!(s2 > 0)) return;
-  for (std::int64_t i = 0; i < scale.numel(); ++i)
-    s[i] = std::max(std::nearbyint(s[i] / s2), 1.0f) * s2;
+  for (std::int64_t i = 0; i < scale.numel(); ++i) s[i] = std::max(std::nearbyint(s[i] / s2), 1.0f) * s2;
 }
 
 }  // namespace qat::quant

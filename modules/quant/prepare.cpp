@@ -54,7 +54,8 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
                   "' is already a ", type, " (the model was prepared before)");
       if (type != "Linear" && type != "Conv2d" && type != "QuantStub") continue;
       QAT_REQUIRE(type != "QuantStub" || !static_cast<const QuantStub&>(*child).quantizer(),
-                  "prepare_qat", "module '", full, "' is an already prepared QuantStub (the model "
+                  "prepare_qat", "module '", full,
+                  "' is an already prepared QuantStub (the model "
                   "was prepared before)");
       const auto res = registry.resolve(full, type);
       PreparedLayer row{full, type, "(float)", res.config, res.rule, "-", "float"};
@@ -74,7 +75,8 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
           const auto& lin = static_cast<const nn::Linear&>(*child);
           const bool relu = options.fuse && sequential && child_type(i + 1) == "ReLU";
           auto w = build(cfg.weight, lin.weight().shape(), full + ".weight_fake_quant");
-          auto a = build(cfg.activation, Shape{1, lin.out_features()}, full + ".activation_post_process");
+          auto a =
+              build(cfg.activation, Shape{1, lin.out_features()}, full + ".activation_post_process");
           swap.module = std::make_shared<QuantLinear>(lin, w, a, relu);
           if (relu) swap.absorbed.push_back(children[i + 1].first);
           row.from_type = relu ? "Linear+ReLU" : "Linear";
@@ -104,8 +106,8 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
         swaps.push_back(std::move(swap));
         report.layers.push_back(row);
       } catch (const Error& e) {
-        throw Error(detail::concat("prepare_qat: layer '", full, "' (", type, "), config '",
-                                   res.config, "' (", res.rule, "): ", e.what()));
+        throw Error(detail::concat("prepare_qat: layer '", full, "' (", type, "), config '", res.config,
+                                   "' (", res.rule, "): ", e.what()));
       }
     }
   }
@@ -120,7 +122,8 @@ PrepareReport prepare_qat(nn::Module& model, const QConfigRegistry& registry,
 std::map<std::string, std::string> quantization_metadata(nn::Module& model) {
   std::map<std::string, std::string> out;
   for (auto& [name, m] : model.named_modules())
-    if (auto* q = dynamic_cast<Quantizer*>(m)) out["quant." + name] = q->type_name() + " " + q->spec().str();
+    if (auto* q = dynamic_cast<Quantizer*>(m))
+      out["quant." + name] = q->type_name() + " " + q->spec().str();
   return out;
 }
 

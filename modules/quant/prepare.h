@@ -16,12 +16,12 @@ struct PrepareOptions {
 
 /// One row of prepare_qat's report.
 struct PreparedLayer {
-  std::string name;        ///< dotted module name, e.g. "net.1"
-  std::string from_type;   ///< "Linear", "Conv2d+BatchNorm2d+ReLU", "QuantStub"
-  std::string to_type;     ///< "LinearReLU", ... or "(float)" when skipped
-  std::string config;      ///< registry config name, or "skip"
-  std::string rule;        ///< which rule chose it: "name fc1", "glob features.*", "type Linear", "global"
-  std::string weight;      ///< weight quantizer, "float" or "-"
+  std::string name;       ///< dotted module name, e.g. "net.1"
+  std::string from_type;  ///< "Linear", "Conv2d+BatchNorm2d+ReLU", "QuantStub"
+  std::string to_type;    ///< "LinearReLU", ... or "(float)" when skipped
+  std::string config;     ///< registry config name, or "skip"
+  std::string rule;    ///< which rule chose it: "name fc1", "glob features.*", "type Linear", "global"
+  std::string weight;  ///< weight quantizer, "float" or "-"
   std::string activation;  ///< output quantizer or "float"
 };
 

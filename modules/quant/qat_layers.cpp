@@ -35,11 +35,13 @@ QuantLinear::QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> we
   set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
 }
 
-Tensor QuantLinear::forward(const Tensor& x) { return output(linear(x, quantized_weight(weight_), bias_)); }
+Tensor QuantLinear::forward(const Tensor& x) {
+  return output(linear(x, quantized_weight(weight_), bias_));
+}
 
 std::string QuantLinear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features()) + ", out_features=" +
-         std::to_string(out_features()) + ", " + quant_repr();
+  return "in_features=" + std::to_string(in_features()) +
+         ", out_features=" + std::to_string(out_features()) + ", " + quant_repr();
 }
 
 // ---- QuantConv2d ----------------------------------------------------------------------------
@@ -78,7 +80,7 @@ ConvBn2d::ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
 Tensor ConvBn2d::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0);
   const Tensor running_std = pow(add(bn_->running_var(), bn_->eps()), 0.5);  // a buffer: no grad
-  const Tensor f = div(bn_->weight(), running_std);                             // grad to gamma
+  const Tensor f = div(bn_->weight(), running_std);                          // grad to gamma
   const Tensor scaled = quantized_weight(mul(weight_, reshape(f, {O, 1, 1, 1})));
   Tensor y = div(conv2d(x, scaled, Tensor(), params_), reshape(f, {1, O, 1, 1}));
   if (bias_.defined()) y = add(y, reshape(bias_, {1, O, 1, 1}));
@@ -101,8 +103,8 @@ void ConvBn2d::update_bn_stats() {
 }
 
 std::string ConvBn2d::extra_repr() const {
-  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " +
-         quant_repr() + (bn_frozen() ? ", bn frozen" : "");
+  return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " + quant_repr() +
+         (bn_frozen() ? ", bn frozen" : "");
 }
 
 }  // namespace qat::quant

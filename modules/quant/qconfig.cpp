@@ -7,8 +7,10 @@ namespace qat::quant {
 void QuantizerConfig::validate() const {
   constexpr const char* fn = "QuantizerConfig";
   spec.validate();
-  QAT_REQUIRE((kind == QuantizerKind::FP8) == spec.is_float(), fn, "kind FP8 goes with FP8 specs "
-              "only, got spec ", spec.str());
+  QAT_REQUIRE((kind == QuantizerKind::FP8) == spec.is_float(), fn,
+              "kind FP8 goes with FP8 specs "
+              "only, got spec ",
+              spec.str());
   QAT_REQUIRE(kind != QuantizerKind::LSQ || spec.granularity != Granularity::PerBlock, fn,
               "LSQ supports per-tensor and per-channel specs, got ", spec.str());
   QAT_REQUIRE(kind != QuantizerKind::LearnableAmax ||
@@ -34,17 +36,20 @@ std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& c, const Shape&
     const int a = tensor_shape.axis(c.spec.axis, "make_quantizer");
     params[a] = tensor_shape[a] / c.spec.block_size;
   }
-  std::shared_ptr<Observer> obs =
-      c.observer == ObserverKind::Histogram ? std::make_shared<HistogramObserver>(c.spec, c.histogram)
-                                            : make_observer(c.observer, c.spec, params);
+  std::shared_ptr<Observer> obs = c.observer == ObserverKind::Histogram
+                                      ? std::make_shared<HistogramObserver>(c.spec, c.histogram)
+                                      : make_observer(c.observer, c.spec, params);
   switch (c.kind) {
-    case QuantizerKind::FakeQuant: return std::make_shared<FakeQuantize>(c.spec, obs, params);
+    case QuantizerKind::FakeQuant:
+      return std::make_shared<FakeQuantize>(c.spec, obs, params);
     case QuantizerKind::LSQ:
       return std::make_shared<LearnableFakeQuantize>(
-          c.spec, obs, params, LearnableFakeQuantize::Options{.init = c.init, .warmup_batches = c.warmup_batches});
+          c.spec, obs, params,
+          LearnableFakeQuantize::Options{.init = c.init, .warmup_batches = c.warmup_batches});
     case QuantizerKind::LearnableAmax:
       return std::make_shared<LearnableAmaxFakeQuantize>(c.spec, obs, params, c.warmup_batches);
-    case QuantizerKind::FP8: return std::make_shared<FP8FakeQuantize>(c.spec, obs, params);
+    case QuantizerKind::FP8:
+      return std::make_shared<FP8FakeQuantize>(c.spec, obs, params);
   }
   return nullptr;
 }
@@ -63,8 +68,8 @@ QConfigRegistry::QConfigRegistry() {
   // activations, both with moving-average observers.
   register_config(preset("int8_default", w8, a8));
   // LSQ: scales learned after a one-batch observer estimate.
-  const QuantizerConfig w8_lsq{.spec = QuantSpec::weight_per_channel(8), .kind = QK::LSQ,
-                               .observer = ObserverKind::MinMax};
+  const QuantizerConfig w8_lsq{
+      .spec = QuantSpec::weight_per_channel(8), .kind = QK::LSQ, .observer = ObserverKind::MinMax};
   const QuantizerConfig a8_lsq{.spec = QuantSpec::activation_affine(8), .kind = QK::LSQ};
   register_config(preset("int8_lsq", w8_lsq, a8_lsq));
   QuantizerConfig w4_lsq = w8_lsq;
@@ -76,7 +81,8 @@ QConfigRegistry::QConfigRegistry() {
                                 .kind = QK::LearnableAmax};
   register_config(preset("int8_pact", w8, a8_pact));
   const QuantizerConfig w_fp8{.spec = QuantSpec::fp8(Format::FP8_E4M3, Granularity::PerChannel, 0),
-                              .kind = QK::FP8, .observer = ObserverKind::MinMax};
+                              .kind = QK::FP8,
+                              .observer = ObserverKind::MinMax};
   const QuantizerConfig a_fp8{.spec = QuantSpec::fp8(Format::FP8_E4M3), .kind = QK::FP8};
   register_config(preset("fp8_e4m3", w_fp8, a_fp8));
   // Weight-only 4-bit, one scale per 32 inputs (per-block along the last axis).
@@ -87,8 +93,8 @@ QConfigRegistry::QConfigRegistry() {
 
 void QConfigRegistry::register_config(const QConfig& config, bool replace) {
   constexpr const char* fn = "QConfigRegistry::register_config";
-  QAT_REQUIRE(!config.name.empty() && config.name != "skip", fn, "invalid config name '",
-              config.name, "' (\"skip\" is reserved)");
+  QAT_REQUIRE(!config.name.empty() && config.name != "skip", fn, "invalid config name '", config.name,
+              "' (\"skip\" is reserved)");
   QAT_REQUIRE(replace || !configs_.count(config.name), fn, "a config named '", config.name,
               "' exists already (pass replace = true to overwrite it)");
   if (config.weight) config.weight->validate();
@@ -141,7 +147,8 @@ void QConfigRegistry::set_module_name(const std::string& name, const std::string
 
 QConfigRegistry::Resolution QConfigRegistry::resolve(const std::string& module_name,
                                                      const std::string& type_name) const {
-  if (auto it = by_name_.find(module_name); it != by_name_.end()) return {it->second, "name " + module_name};
+  if (auto it = by_name_.find(module_name); it != by_name_.end())
+    return {it->second, "name " + module_name};
   for (const auto& [pattern, config] : by_glob_)
     if (fnmatch(pattern.c_str(), module_name.c_str(), 0) == 0) return {config, "glob " + pattern};
   if (auto it = by_type_.find(type_name); it != by_type_.end()) return {it->second, "type " + type_name};

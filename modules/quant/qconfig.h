@@ -26,7 +26,7 @@ struct QuantizerConfig {
   QuantSpec spec;
   QuantizerKind kind = QuantizerKind::FakeQuant;
   ObserverKind observer = ObserverKind::MovingAverage;
-  HistogramObserver::Options histogram{};  ///< for ObserverKind::Histogram
+  HistogramObserver::Options histogram{};        ///< for ObserverKind::Histogram
   LearnableInit init = LearnableInit::Observer;  ///< LSQ
   std::int64_t warmup_batches = 1;               ///< LSQ and LearnableAmax
 

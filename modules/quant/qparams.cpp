@@ -6,8 +6,8 @@
 
 namespace qat::quant {
 
-void calculate_qparams(const float* min_val, const float* max_val, std::int64_t n,
-                       const QuantSpec& spec, float* scale, std::int32_t* zero_point) {
+void calculate_qparams(const float* min_val, const float* max_val, std::int64_t n, const QuantSpec& spec,
+                       float* scale, std::int32_t* zero_point) {
   const std::int64_t qmin = spec.quant_min(), qmax = spec.quant_max();
   const float inf = std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < n; ++i) {
@@ -16,13 +16,13 @@ void calculate_qparams(const float* min_val, const float* max_val, std::int64_t 
       zero_point[i] = 0;
       continue;
     }
-    QAT_REQUIRE(min_val[i] <= max_val[i], "calculate_qparams", "min ", min_val[i],
-                " exceeds max ", max_val[i], " at index ", i);
+    QAT_REQUIRE(min_val[i] <= max_val[i], "calculate_qparams", "min ", min_val[i], " exceeds max ",
+                max_val[i], " at index ", i);
     const float lo = std::min(min_val[i], 0.0f), hi = std::max(max_val[i], 0.0f);
     if (spec.symmetric) {
       const float half_range = static_cast<float>(static_cast<double>(qmax - qmin) / 2);
       scale[i] = std::max(std::max(-lo, hi) / half_range, kScaleEps);
-      zero_point[i] = spec.is_signed ? 0
+      zero_point[i] = spec.is_signed               ? 0
                       : (qmin == 0 && qmax == 255) ? 128
                                                    : static_cast<std::int32_t>((qmin + qmax) / 2);
     } else {
@@ -39,7 +39,8 @@ QParams calculate_qparams(const Tensor& min_val, const Tensor& max_val, const Qu
   QAT_REQUIRE(min_val.shape() == max_val.shape(), "calculate_qparams", "min_val ", min_val.shape(),
               " and max_val ", max_val.shape(), " differ in shape");
   spec.validate();
-  QParams q{Tensor::empty(min_val.shape(), DType::Float32), Tensor::empty(min_val.shape(), DType::Int32)};
+  QParams q{Tensor::empty(min_val.shape(), DType::Float32),
+            Tensor::empty(min_val.shape(), DType::Int32)};
   calculate_qparams(min_val.data<float>(), max_val.data<float>(), min_val.numel(), spec,
                     q.scale.data<float>(), q.zero_point.data<std::int32_t>());
   return q;

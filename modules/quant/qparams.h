@@ -24,8 +24,8 @@ inline constexpr float kScaleEps = 1.1920928955078125e-07f;
 ///              zero_point = 0 if signed, else the midpoint (128 for 0..255 as PyTorch's default
 ///              quint8 observer, (qmin + qmax) / 2 for other ranges, as PyTorch with a custom range).
 /// A range never observed (min = +inf, max = -inf) gives scale 1, zero_point 0.
-void calculate_qparams(const float* min_val, const float* max_val, std::int64_t n,
-                       const QuantSpec& spec, float* scale, std::int32_t* zero_point);
+void calculate_qparams(const float* min_val, const float* max_val, std::int64_t n, const QuantSpec& spec,
+                       float* scale, std::int32_t* zero_point);
 
 /// Tensor version: min_val/max_val float32 of equal shape -> QParams of that shape.
 QParams calculate_qparams(const Tensor& min_val, const Tensor& max_val, const QuantSpec& spec);

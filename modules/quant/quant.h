@@ -1,5 +1,7 @@
 #pragma once
 // Everything in modules/quant.
+#include "modules/quant/analysis.h"
+#include "modules/quant/convert.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/learnable_quantizer.h"
@@ -8,9 +10,7 @@
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/qconfig.h"
 #include "modules/quant/qparams.h"
+#include "modules/quant/quantized_layers.h"
 #include "modules/quant/quantizer.h"
 #include "modules/quant/spec.h"
 #include "modules/quant/stubs.h"
-#include "modules/quant/convert.h"
-#include "modules/quant/quantized_layers.h"
-#include "modules/quant/analysis.h"

@@ -108,8 +108,8 @@ void QuantizedWeightLayer::check_input(const Tensor& x) const {
   const QuantInfo got = x.quant_info(), want = input_quant();
   QAT_REQUIRE(static_cast<float>(got.scale) == static_cast<float>(want.scale) &&
                   got.zero_point == want.zero_point,
-              type_name(), "input is quantized with ", quant_str(got), " but the layer was converted for ",
-              quant_str(want));
+              type_name(), "input is quantized with ", quant_str(got),
+              " but the layer was converted for ", quant_str(want));
 }
 
 // Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, the weight row
@@ -132,15 +132,20 @@ QuantizedWeightLayer::Stage QuantizedWeightLayer::output_stage() const {
     for (std::int64_t k = 0; k < K; ++k) s += w[o * K + k];
     st.w_sums.push_back(s);
   }
-  const std::int32_t lo = output_range_.data<std::int32_t>()[0], hi = output_range_.data<std::int32_t>()[1];
-  st.requant = {st.multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo, hi};
+  const std::int32_t lo = output_range_.data<std::int32_t>()[0],
+                     hi = output_range_.data<std::int32_t>()[1];
+  st.requant = {st.multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
+                hi};
   return st;
 }
 
-QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                                 QuantInfo input, const ActivationQuant& output, bool fused_relu)
-    : QuantizedWeightLayer("QuantizedLinear", weight_q, weight_scale, bias_q, input, output, fused_relu) {
-  QAT_REQUIRE(weight_q.dim() == 2, "QuantizedLinear", "weight must be (out, in), got ", weight_q.shape());
+QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale,
+                                 const Tensor& bias_q, QuantInfo input, const ActivationQuant& output,
+                                 bool fused_relu)
+    : QuantizedWeightLayer("QuantizedLinear", weight_q, weight_scale, bias_q, input, output,
+                           fused_relu) {
+  QAT_REQUIRE(weight_q.dim() == 2, "QuantizedLinear", "weight must be (out, in), got ",
+              weight_q.shape());
 }
 
 // y = requant(sum_k (x - zx) w + bias)
@@ -166,9 +171,9 @@ std::string QuantizedLinear::extra_repr() const {
                         fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
 }
 
-QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale, const Tensor& bias_q,
-                                 QuantInfo input, const ActivationQuant& output, bool fused_relu,
-                                 const Conv2dParams& params)
+QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale,
+                                 const Tensor& bias_q, QuantInfo input, const ActivationQuant& output,
+                                 bool fused_relu, const Conv2dParams& params)
     : QuantizedWeightLayer("QuantizedConv2d", weight_q, weight_scale, bias_q, input, output, fused_relu),
       params_(params) {
   QAT_REQUIRE(weight_q.dim() == 4, "QuantizedConv2d", "weight must be (O, C/groups, kh, kw), got ",
@@ -181,13 +186,15 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
   const std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const std::int64_t O = weight_.size(0), Cg = weight_.size(1), kh = weight_.size(2), kw = weight_.size(3);
+  const std::int64_t O = weight_.size(0), Cg = weight_.size(1), kh = weight_.size(2),
+                     kw = weight_.size(3);
   const std::int64_t G = params_.groups, Og = O / G;
   QAT_REQUIRE(Cg * G == C, type_name(), "input has ", C, " channels, the weight expects ", Cg * G);
   const auto [sh, sw] = params_.stride;
   const auto [ph, pw] = params_.padding;
   const auto [dh, dw] = params_.dilation;
-  const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1, Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
+                     Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
   const std::int64_t K = Cg * kh * kw, P = Ho * Wo;
   const std::int32_t zx = input_quant().zero_point;
@@ -207,15 +214,16 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
               for (std::int64_t ow = 0; ow < Wo; ++ow) {
                 const std::int64_t w = ow * sw - pw + j * dw;
                 row[oh * Wo + ow] = (h >= 0 && h < H && w >= 0 && w < W) ? plane[h * W + w]
-                                                                       : static_cast<std::uint8_t>(zx);
+                                                                         : static_cast<std::uint8_t>(zx);
               }
             }
           }
       int8::Requant rq = st.requant;
       rq.multiplier = st.multipliers.data() + g * Og;
       int8::gemm_u8s8_cols(weight_.data<std::int8_t>() + g * Og * K, st.w_sums.data() + g * Og, Og, K,
-                           col.data(), P, zx, bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr,
-                           rq, y.data<std::uint8_t>() + (n * O + g * Og) * P);
+                           col.data(), P, zx,
+                           bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq,
+                           y.data<std::uint8_t>() + (n * O + g * Og) * P);
     }
   y.set_quant_info(output_quant());
   return y;

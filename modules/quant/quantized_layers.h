@@ -86,7 +86,8 @@ class QuantizedConv2d : public QuantizedWeightLayer {
 /// Max pooling on quantized values (max commutes with the monotone dequantization).
 class QuantizedMaxPool2d : public nn::Module {
  public:
-  explicit QuantizedMaxPool2d(const Pool2dParams& params) : nn::Module("QuantizedMaxPool2d"), params_(params) {}
+  explicit QuantizedMaxPool2d(const Pool2dParams& params)
+      : nn::Module("QuantizedMaxPool2d"), params_(params) {}
   Tensor forward(const Tensor& x) override;
 
  private:

@@ -24,7 +24,8 @@ void Quantizer::set_label(const std::string& label) {
 std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec,
                                         const Shape& param_shape) {
   switch (kind) {
-    case ObserverKind::MinMax: return std::make_shared<MinMaxObserver>(spec, param_shape);
+    case ObserverKind::MinMax:
+      return std::make_shared<MinMaxObserver>(spec, param_shape);
     case ObserverKind::MovingAverage:
       return std::make_shared<MovingAverageMinMaxObserver>(spec, param_shape);
     case ObserverKind::Histogram:
@@ -81,7 +82,8 @@ Tensor FP8FakeQuantize::forward(const Tensor& x) {
     observer_->forward(x);
     const Tensor& mn = observer_->min_val();
     const Tensor& mx = observer_->max_val();
-    if (mn.shape() != scale_.shape()) scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32));
+    if (mn.shape() != scale_.shape())
+      scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32));
     const auto fmax = static_cast<float>(fp8_max(spec_.format));
     for (std::int64_t i = 0; i < scale_.numel(); ++i) {
       const float amax = std::max(-mn.data<float>()[i], mx.data<float>()[i]);

@@ -51,13 +51,14 @@ enum class ObserverKind { MinMax, MovingAverage, Histogram };
 std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec,
                                         const Shape& param_shape);
 
-/// PyTorch's FakeQuantize: in a training-mode forward, when observing, the observer records x and the scale /
-/// zero_point buffers take its qparams; when fake-quantizing, y = fake_quantize(x) with the
+/// PyTorch's FakeQuantize: in a training-mode forward, when observing, the observer records x and the
+/// scale / zero_point buffers take its qparams; when fake-quantizing, y = fake_quantize(x) with the
 /// straight-through gradient (fake_quant.h).
 class FakeQuantize : public Quantizer {
  public:
   /// `param_shape`: param_shape(spec, shape of the quantized tensor) ([1] per tensor).
-  FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer, const Shape& param_shape = Shape{1});
+  FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+               const Shape& param_shape = Shape{1});
   Tensor forward(const Tensor& x) override;
   QParams qparams() const override { return {scale_.clone(), zero_point_.clone()}; }
   Observer* observer() const override { return observer_.get(); }
@@ -73,7 +74,8 @@ class FakeQuantize : public Quantizer {
 /// from the observer (current or moving-average range: per-tensor "delayed scaling").
 class FP8FakeQuantize : public Quantizer {
  public:
-  FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer, const Shape& param_shape = Shape{1});
+  FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
+                  const Shape& param_shape = Shape{1});
   Tensor forward(const Tensor& x) override;
   QParams qparams() const override;
   Observer* observer() const override { return observer_.get(); }

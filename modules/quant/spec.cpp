@@ -13,12 +13,12 @@ void QuantSpec::validate() const {
   } else {
     QAT_REQUIRE(bits == 8, fn, "bits must be 8 for FP8 formats, got ", bits);
     QAT_REQUIRE(is_signed && symmetric, fn, "FP8 formats are signed and symmetric");
-    QAT_REQUIRE(granularity != Granularity::PerBlock, fn, "FP8 formats support per-tensor and "
+    QAT_REQUIRE(granularity != Granularity::PerBlock, fn,
+                "FP8 formats support per-tensor and "
                 "per-channel scales, not per-block");
   }
   QAT_REQUIRE(!narrow_range || is_signed, fn, "narrow_range applies to signed ranges only");
-  QAT_REQUIRE(axis >= -Shape::kMaxDims && axis < Shape::kMaxDims, fn, "axis ", axis,
-              " is out of range");
+  QAT_REQUIRE(axis >= -Shape::kMaxDims && axis < Shape::kMaxDims, fn, "axis ", axis, " is out of range");
   if (granularity == Granularity::PerBlock) {
     QAT_REQUIRE(block_size > 0, fn, "block_size must be positive for per-block granularity, got ",
                 block_size);
@@ -28,8 +28,10 @@ void QuantSpec::validate() const {
   } else {
     QAT_REQUIRE(block_size == 0, fn, "block_size is only meaningful for per-block granularity, got ",
                 block_size);
-    QAT_REQUIRE(block_scale_bits == 0, fn, "block_scale_bits is only meaningful for per-block "
-                "granularity, got ", block_scale_bits);
+    QAT_REQUIRE(block_scale_bits == 0, fn,
+                "block_scale_bits is only meaningful for per-block "
+                "granularity, got ",
+                block_scale_bits);
   }
 }
 
@@ -59,13 +61,20 @@ std::int64_t QuantSpec::quant_max() const {
 
 std::string QuantSpec::str() const {
   std::string s;
-  if (format == Format::FP8_E4M3) s = "fp8_e4m3";
-  else if (format == Format::FP8_E5M2) s = "fp8_e5m2";
-  else s = std::string(is_signed ? "int" : "uint") + std::to_string(bits) +
-           (symmetric ? " symmetric" : " affine") + (narrow_range ? " narrow" : "");
+  if (format == Format::FP8_E4M3)
+    s = "fp8_e4m3";
+  else if (format == Format::FP8_E5M2)
+    s = "fp8_e5m2";
+  else
+    s = std::string(is_signed ? "int" : "uint") + std::to_string(bits) +
+        (symmetric ? " symmetric" : " affine") + (narrow_range ? " narrow" : "");
   switch (granularity) {
-    case Granularity::PerTensor: s += " per-tensor"; break;
-    case Granularity::PerChannel: s += " per-channel(axis " + std::to_string(axis) + ")"; break;
+    case Granularity::PerTensor:
+      s += " per-tensor";
+      break;
+    case Granularity::PerChannel:
+      s += " per-channel(axis " + std::to_string(axis) + ")";
+      break;
     case Granularity::PerBlock:
       s += " per-block(" + std::to_string(block_size) + ", axis " + std::to_string(axis) + ")";
       if (block_scale_bits) s += " double-quant " + std::to_string(block_scale_bits) + "-bit scales";
@@ -75,32 +84,47 @@ std::string QuantSpec::str() const {
 }
 
 QuantSpec QuantSpec::weight_per_channel(int bits, int axis) {
-  return QuantSpec{.bits = bits, .is_signed = true, .symmetric = true,
-                   .granularity = Granularity::PerChannel, .axis = axis};
+  return QuantSpec{.bits = bits,
+                   .is_signed = true,
+                   .symmetric = true,
+                   .granularity = Granularity::PerChannel,
+                   .axis = axis};
 }
 
 QuantSpec QuantSpec::activation_affine(int bits) {
   return QuantSpec{.bits = bits, .is_signed = false, .symmetric = false};
 }
 
-QuantSpec QuantSpec::weight_per_block(int bits, std::int64_t block_size, int axis, int block_scale_bits) {
-  return QuantSpec{.bits = bits, .is_signed = true, .symmetric = true,
-                   .granularity = Granularity::PerBlock, .axis = axis, .block_size = block_size,
+QuantSpec QuantSpec::weight_per_block(int bits, std::int64_t block_size, int axis,
+                                      int block_scale_bits) {
+  return QuantSpec{.bits = bits,
+                   .is_signed = true,
+                   .symmetric = true,
+                   .granularity = Granularity::PerBlock,
+                   .axis = axis,
+                   .block_size = block_size,
                    .block_scale_bits = block_scale_bits};
 }
 
 QuantSpec QuantSpec::fp8(Format format, Granularity granularity, int axis) {
-  return QuantSpec{.format = format, .bits = 8, .is_signed = true, .symmetric = true,
-                   .granularity = granularity, .axis = axis};
+  return QuantSpec{.format = format,
+                   .bits = 8,
+                   .is_signed = true,
+                   .symmetric = true,
+                   .granularity = granularity,
+                   .axis = axis};
 }
 
 std::ostream& operator<<(std::ostream& os, const QuantSpec& spec) { return os << spec.str(); }
 
 double fp8_max(Format format) {
   switch (format) {
-    case Format::FP8_E4M3: return 448.0;
-    case Format::FP8_E5M2: return 57344.0;
-    default: return 0.0;
+    case Format::FP8_E4M3:
+      return 448.0;
+    case Format::FP8_E5M2:
+      return 57344.0;
+    default:
+      return 0.0;
   }
 }
 

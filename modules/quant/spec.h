@@ -18,10 +18,10 @@ enum class Granularity : std::uint8_t { PerTensor, PerChannel, PerBlock };
 /// quant_min, quant_max); FP8 specs round x/scale to the nearest FP8 value.
 struct QuantSpec {
   Format format = Format::Int;
-  int bits = 8;                 ///< 2..16 for Format::Int; 8 for FP8
-  bool is_signed = true;        ///< signed range [-2^(b-1), 2^(b-1)-1], else [0, 2^b-1]
-  bool symmetric = true;        ///< zero_point fixed (0, or the midpoint when unsigned)
-  bool narrow_range = false;    ///< signed only: drop the most negative value (-127..127)
+  int bits = 8;               ///< 2..16 for Format::Int; 8 for FP8
+  bool is_signed = true;      ///< signed range [-2^(b-1), 2^(b-1)-1], else [0, 2^b-1]
+  bool symmetric = true;      ///< zero_point fixed (0, or the midpoint when unsigned)
+  bool narrow_range = false;  ///< signed only: drop the most negative value (-127..127)
   Granularity granularity = Granularity::PerTensor;
   int axis = 0;                 ///< channel or block axis (negative counts from the end)
   std::int64_t block_size = 0;  ///< elements per block (PerBlock)

@@ -7,7 +7,6 @@
 //   end
 // Floats are written with enough digits to round-trip exactly ("%.9g" / "%.17g").
 #include <boost/test/unit_test.hpp>
-
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -26,12 +25,14 @@ struct GoldenCase {
 
   const Tensor& tensor(const std::string& key) const {
     auto it = tensors.find(key);
-    if (it == tensors.end()) throw std::runtime_error("golden case " + name + ": no tensor '" + key + "'");
+    if (it == tensors.end())
+      throw std::runtime_error("golden case " + name + ": no tensor '" + key + "'");
     return it->second;
   }
   double scalar(const std::string& key) const {
     auto it = scalars.find(key);
-    if (it == scalars.end()) throw std::runtime_error("golden case " + name + ": no scalar '" + key + "'");
+    if (it == scalars.end())
+      throw std::runtime_error("golden case " + name + ": no scalar '" + key + "'");
     return it->second;
   }
   bool has(const std::string& key) const { return tensors.count(key) || scalars.count(key); }
@@ -75,26 +76,46 @@ inline std::vector<GoldenCase> load_golden(const std::string& relative_path) {
       if (colon != ":") fail("expected ':' after the shape");
       const Shape shape(dims);
       DType dtype;
-      if (dt == "f32") dtype = DType::Float32;
-      else if (dt == "f64") dtype = DType::Float64;
-      else if (dt == "i64") dtype = DType::Int64;
-      else if (dt == "i32") dtype = DType::Int32;
-      else if (dt == "i8") dtype = DType::Int8;
-      else if (dt == "u8") dtype = DType::UInt8;
-      else fail("unknown dtype " + dt);
+      if (dt == "f32")
+        dtype = DType::Float32;
+      else if (dt == "f64")
+        dtype = DType::Float64;
+      else if (dt == "i64")
+        dtype = DType::Int64;
+      else if (dt == "i32")
+        dtype = DType::Int32;
+      else if (dt == "i8")
+        dtype = DType::Int8;
+      else if (dt == "u8")
+        dtype = DType::UInt8;
+      else
+        fail("unknown dtype " + dt);
       Tensor t = Tensor::empty(shape, dtype);
       std::string tok;
       for (std::int64_t i = 0; i < shape.numel(); ++i) {
         if (!(ls >> tok)) fail("tensor " + key + " has fewer values than its shape says");
         const double v = std::strtod(tok.c_str(), nullptr);
         switch (dtype) {
-          case DType::Float32: t.data<float>()[i] = std::strtof(tok.c_str(), nullptr); break;
-          case DType::Float64: t.data<double>()[i] = v; break;
-          case DType::Int64: t.data<std::int64_t>()[i] = std::stoll(tok); break;
-          case DType::Int32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(std::stol(tok)); break;
-          case DType::Int8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(std::stoi(tok)); break;
-          case DType::UInt8: t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::stoi(tok)); break;
-          default: break;
+          case DType::Float32:
+            t.data<float>()[i] = std::strtof(tok.c_str(), nullptr);
+            break;
+          case DType::Float64:
+            t.data<double>()[i] = v;
+            break;
+          case DType::Int64:
+            t.data<std::int64_t>()[i] = std::stoll(tok);
+            break;
+          case DType::Int32:
+            t.data<std::int32_t>()[i] = static_cast<std::int32_t>(std::stol(tok));
+            break;
+          case DType::Int8:
+            t.data<std::int8_t>()[i] = static_cast<std::int8_t>(std::stoi(tok));
+            break;
+          case DType::UInt8:
+            t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::stoi(tok));
+            break;
+          default:
+            break;
         }
       }
       cases.back().tensors[key] = t;

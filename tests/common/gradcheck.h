@@ -1,7 +1,6 @@
 #pragma once
 // Gradient checks by central differences in double precision (tests only).
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <functional>
 #include <string>
@@ -23,7 +22,8 @@ inline Tensor rand_double(const Shape& shape, std::uint64_t seed, double lo = -1
   double* p = t.data<double>();
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     double v;
-    do v = lo + (hi - lo) * gen.uniform(); while (std::abs(v) < min_abs);
+    do v = lo + (hi - lo) * gen.uniform();
+    while (std::abs(v) < min_abs);
     p[i] = v;
   }
   t.requires_grad_(true);

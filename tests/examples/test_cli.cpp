@@ -1,10 +1,9 @@
 // The example programs end to end on a small synthetic Fashion-MNIST-shaped data set: training,
 // checkpoints, int8 evaluation, exact resume, and the exit status and message on bad files.
 #define BOOST_TEST_MODULE qat_examples
-#include <boost/test/unit_test.hpp>
-
 #include <zlib.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,7 +24,8 @@ struct Result {
 Result run(const std::string& args) {
   static int n = 0;
   const fs::path dir = fs::temp_directory_path() / "qat_cli";
-  const std::string out = (dir / ("out" + std::to_string(n))).string(), err = (dir / ("err" + std::to_string(n++))).string();
+  const std::string out = (dir / ("out" + std::to_string(n))).string(),
+                    err = (dir / ("err" + std::to_string(n++))).string();
   const int rc = std::system((args + " >" + out + " 2>" + err).c_str());
   auto slurp = [](const std::string& p) {
     std::ifstream f(p);
@@ -40,7 +40,8 @@ Result run(const std::string& args) {
 std::string last_line(const std::string& s) {
   const auto end = s.find_last_not_of('\n');
   const auto start = s.rfind('\n', end);
-  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return s.substr(start == std::string::npos ? 0 : start + 1,
+                  end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 std::string field(const std::string& json, const std::string& key) {
   const auto at = json.find("\"" + key + "\": ");
@@ -67,7 +68,8 @@ void write_idx(const fs::path& dir, const std::string& prefix, int n, std::uint6
       images.push_back(static_cast<char>(on ? 200 + gen.below(56) : gen.below(40)));
     }
   }
-  for (auto [name, bytes] : {std::pair{prefix + "-images-idx3-ubyte.gz", &images}, {prefix + "-labels-idx1-ubyte.gz", &labels}}) {
+  for (auto [name, bytes] : {std::pair{prefix + "-images-idx3-ubyte.gz", &images},
+                             {prefix + "-labels-idx1-ubyte.gz", &labels}}) {
     gzFile f = gzopen((dir / name).c_str(), "wb");
     gzwrite(f, bytes->data(), static_cast<unsigned>(bytes->size()));
     gzclose(f);
@@ -93,26 +95,30 @@ struct Fixture {
 BOOST_FIXTURE_TEST_SUITE(cli, Fixture)
 
 BOOST_AUTO_TEST_CASE(train_save_convert_and_reload) {
-  const Result r = run(std::string(QAT_MLP_QAT) + data + " --mode qat --epochs 2 --save " + path("m.ckpt"));
+  const Result r =
+      run(std::string(QAT_MLP_QAT) + data + " --mode qat --epochs 2 --save " + path("m.ckpt"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.err);
   const std::string js = last_line(r.out);
   BOOST_TEST(field(js, "mode") == "\"qat\"");
   BOOST_TEST(std::stod(field(js, "test_acc")) > 0.5, js);
   BOOST_TEST(std::stod(field(js, "agreement")) >= 0.99, js);
-  BOOST_TEST(std::stoll(field(js, "int8_checkpoint_bytes")) <= 0.3 * std::stoll(field(js, "fp32_checkpoint_bytes")));
+  BOOST_TEST(std::stoll(field(js, "int8_checkpoint_bytes")) <=
+             0.3 * std::stoll(field(js, "fp32_checkpoint_bytes")));
   BOOST_TEST(fs::file_size(path("m.ckpt")) == std::stoull(field(js, "checkpoint_bytes")));
   BOOST_TEST(fs::exists(path("m.ckpt.int8")));
   const Result q = run(std::string(QAT_MLP_QAT) + data + " --load " + path("m.ckpt") + " --eval-only");
   BOOST_REQUIRE_MESSAGE(q.status == 0, q.err);
   BOOST_TEST(field(last_line(q.out), "test_acc") == field(js, "test_acc"));
   BOOST_TEST(field(last_line(q.out), "kind") == "\"qat\"");
-  const Result i8 = run(std::string(QAT_MLP_QAT) + data + " --load " + path("m.ckpt.int8") + " --eval-only");
+  const Result i8 =
+      run(std::string(QAT_MLP_QAT) + data + " --load " + path("m.ckpt.int8") + " --eval-only");
   BOOST_REQUIRE_MESSAGE(i8.status == 0, i8.err);
   BOOST_TEST(field(last_line(i8.out), "test_acc") == field(js, "int8_acc"));
 }
 
 BOOST_AUTO_TEST_CASE(resume_is_exact) {
-  const std::string base = std::string(QAT_CNN_QAT) + data + " --mode qat --arch cnn-bn --train-limit 320";
+  const std::string base =
+      std::string(QAT_CNN_QAT) + data + " --mode qat --arch cnn-bn --train-limit 320";
   // the same run stopped after epoch 1 (its checkpoint), then resumed to epoch 2
   const Result one = run(base + " --epochs 1 --save " + path("one.ckpt"));
   BOOST_REQUIRE_MESSAGE(one.status == 0, one.err);
@@ -129,7 +135,8 @@ BOOST_AUTO_TEST_CASE(resume_is_exact) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_checkpoints_exit_2_with_one_line) {
-  const Result r = run(std::string(QAT_MLP_QAT) + data + " --mode qat --epochs 1 --train-limit 64 --save " + path("m.ckpt"));
+  const Result r = run(std::string(QAT_MLP_QAT) + data +
+                       " --mode qat --epochs 1 --train-limit 64 --save " + path("m.ckpt"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.err);
   const std::uintmax_t size = fs::file_size(path("m.ckpt"));
   auto corrupt = [&](const std::string& name, const std::function<void(std::string&)>& edit) {

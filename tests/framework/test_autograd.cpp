@@ -1,5 +1,4 @@
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <memory>
 
@@ -23,8 +22,10 @@ BOOST_AUTO_TEST_CASE(hand_computed_gradients) {
   // L = sum(a*b + a) -> dL/da = b + 1, dL/db = a
   Tensor a = leaf({1, 2, 3}), b = leaf({4, 5, 6});
   sum(a * b + a).backward();
-  BOOST_TEST(a.grad().to_vector<double>() == (std::vector<double>{5, 6, 7}), boost::test_tools::per_element());
-  BOOST_TEST(b.grad().to_vector<double>() == (std::vector<double>{1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(a.grad().to_vector<double>() == (std::vector<double>{5, 6, 7}),
+             boost::test_tools::per_element());
+  BOOST_TEST(b.grad().to_vector<double>() == (std::vector<double>{1, 2, 3}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(same_input_twice_and_accumulation) {
@@ -43,8 +44,10 @@ BOOST_AUTO_TEST_CASE(shared_grad_buffers_are_not_aliased) {
   Tensor a = leaf({1, 1}), b = leaf({1, 1});
   sum(a + b).backward();
   sum(a * 3.0).backward();
-  BOOST_TEST(a.grad().to_vector<double>() == (std::vector<double>{4, 4}), boost::test_tools::per_element());
-  BOOST_TEST(b.grad().to_vector<double>() == (std::vector<double>{1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(a.grad().to_vector<double>() == (std::vector<double>{4, 4}),
+             boost::test_tools::per_element());
+  BOOST_TEST(b.grad().to_vector<double>() == (std::vector<double>{1, 1}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(graph_is_freed_unless_retained) {

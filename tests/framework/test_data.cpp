@@ -1,9 +1,8 @@
-#include <boost/test/unit_test.hpp>
-
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>

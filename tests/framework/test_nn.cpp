@@ -1,5 +1,4 @@
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "framework/autograd/ops.h"
@@ -34,16 +33,16 @@ BOOST_AUTO_TEST_SUITE(nn_modules)
 BOOST_AUTO_TEST_CASE(dotted_names_for_parameters_buffers_modules) {
   auto net = make_cnn();
   const std::vector<std::string> params{"features.0.weight", "features.0.bias", "features.1.weight",
-                                        "features.1.bias", "fc.weight", "fc.bias"};
+                                        "features.1.bias",   "fc.weight",       "fc.bias"};
   BOOST_TEST(names(net->named_parameters()) == params, tt::per_element());
   const std::vector<std::string> buffers{"features.1.running_mean", "features.1.running_var",
                                          "features.1.num_batches_tracked"};
   BOOST_TEST(names(net->named_buffers()) == buffers, tt::per_element());
   std::vector<std::string> mods;
   for (auto& [n, m] : net->named_modules()) mods.push_back(n + ":" + m->type_name());
-  const std::vector<std::string> expect{":Sequential", "features:Sequential", "features.0:Conv2d",
-                                        "features.1:BatchNorm2d", "features.2:ReLU",
-                                        "features.3:MaxPool2d", "flatten:Flatten", "fc:Linear"};
+  const std::vector<std::string> expect{
+      ":Sequential",     "features:Sequential",  "features.0:Conv2d", "features.1:BatchNorm2d",
+      "features.2:ReLU", "features.3:MaxPool2d", "flatten:Flatten",   "fc:Linear"};
   BOOST_TEST(mods == expect, tt::per_element());
   BOOST_TEST(net->num_parameters() == (4 * 9 + 4) + (4 + 4) + (64 * 3 + 3));
   BOOST_TEST(net->submodule("features.1")->type_name() == "BatchNorm2d");

@@ -17,10 +17,12 @@ BOOST_AUTO_TEST_CASE(broadcast_arithmetic_forward) {
   Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
   Tensor b = Tensor::from_vector<float>({10, 20, 30}, Shape{3});
   Tensor c = Tensor::from_vector<float>({2, 4}, Shape{2, 1});
-  BOOST_TEST((a + b).to_vector<float>() == (std::vector<float>{11, 22, 33, 14, 25, 36}), tt::per_element());
+  BOOST_TEST((a + b).to_vector<float>() == (std::vector<float>{11, 22, 33, 14, 25, 36}),
+             tt::per_element());
   BOOST_TEST((a - c).to_vector<float>() == (std::vector<float>{-1, 0, 1, 0, 1, 2}), tt::per_element());
   BOOST_TEST((a * c).to_vector<float>() == (std::vector<float>{2, 4, 6, 16, 20, 24}), tt::per_element());
-  BOOST_TEST((a / c).to_vector<float>() == (std::vector<float>{0.5, 1, 1.5, 1, 1.25, 1.5}), tt::per_element());
+  BOOST_TEST((a / c).to_vector<float>() == (std::vector<float>{0.5, 1, 1.5, 1, 1.25, 1.5}),
+             tt::per_element());
   BOOST_TEST((1.0 - a).to_vector<float>()[5] == -5.0f);
   BOOST_TEST((6.0 / a).to_vector<float>()[1] == 3.0f);
   BOOST_CHECK_THROW(a + Tensor::zeros(Shape{2}), Error);
@@ -28,7 +30,8 @@ BOOST_AUTO_TEST_CASE(broadcast_arithmetic_forward) {
 }
 
 BOOST_AUTO_TEST_CASE(grad_broadcast_arithmetic) {
-  auto a = rand_double(Shape{3, 4, 5}, 1), b = rand_double(Shape{4, 1}, 2), c = rand_double(Shape{5}, 3, 0.5, 2.0);
+  auto a = rand_double(Shape{3, 4, 5}, 1), b = rand_double(Shape{4, 1}, 2),
+       c = rand_double(Shape{5}, 3, 0.5, 2.0);
   check_gradients("add", [](const V& in) { return add(in[0], in[1]); }, {a, b});
   check_gradients("sub", [](const V& in) { return sub(in[0], in[1]); }, {a, b});
   check_gradients("mul", [](const V& in) { return mul(in[0], in[1]); }, {a, b});
@@ -68,7 +71,8 @@ BOOST_AUTO_TEST_CASE(grad_pointwise) {
 BOOST_AUTO_TEST_CASE(pointwise_values) {
   Tensor x = Tensor::from_vector<float>({-2, -0.5, 0, 0.5, 2}, Shape{5});
   BOOST_TEST(relu(x).to_vector<float>() == (std::vector<float>{0, 0, 0, 0.5, 2}), tt::per_element());
-  BOOST_TEST(clamp(x, -1, 1).to_vector<float>() == (std::vector<float>{-1, -0.5, 0, 0.5, 1}), tt::per_element());
+  BOOST_TEST(clamp(x, -1, 1).to_vector<float>() == (std::vector<float>{-1, -0.5, 0, 0.5, 1}),
+             tt::per_element());
   BOOST_TEST(sigmoid(x).to_vector<float>()[2] == 0.5f);
   BOOST_CHECK_THROW(clamp(x, 1, -1), Error);
   BOOST_CHECK_THROW(relu(Tensor::zeros(Shape{2}, DType::Int32)), Error);
@@ -85,7 +89,8 @@ BOOST_AUTO_TEST_CASE(grad_shape_ops) {
   BOOST_CHECK_THROW(reshape(x, {5, -1}), Error);
   BOOST_CHECK_THROW(reshape(x, {-1, -1}), Error);
   Tensor m = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
-  BOOST_TEST(transpose(m, 0, 1).to_vector<float>() == (std::vector<float>{1, 4, 2, 5, 3, 6}), tt::per_element());
+  BOOST_TEST(transpose(m, 0, 1).to_vector<float>() == (std::vector<float>{1, 4, 2, 5, 3, 6}),
+             tt::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(grad_linalg) {
@@ -93,7 +98,8 @@ BOOST_AUTO_TEST_CASE(grad_linalg) {
   check_gradients("matmul", [](const V& in) { return matmul(in[0], in[1]); }, {a, b});
   auto ba = rand_double(Shape{2, 3, 4}, 11), bb = rand_double(Shape{2, 4, 2}, 12);
   check_gradients("matmul_batched", [](const V& in) { return matmul(in[0], in[1]); }, {ba, bb});
-  auto x = rand_double(Shape{5, 4}, 13), w = rand_double(Shape{3, 4}, 14), bias = rand_double(Shape{3}, 15);
+  auto x = rand_double(Shape{5, 4}, 13), w = rand_double(Shape{3, 4}, 14),
+       bias = rand_double(Shape{3}, 15);
   check_gradients("linear", [](const V& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias});
   check_gradients("linear_nobias", [](const V& in) { return linear(in[0], in[1]); }, {x, w});
   auto x3 = rand_double(Shape{2, 3, 4}, 16);
@@ -118,7 +124,8 @@ BOOST_AUTO_TEST_CASE(grad_reductions) {
   BOOST_TEST(sum(m, 0).to_vector<float>() == (std::vector<float>{8, 7, 10}), tt::per_element());
   BOOST_TEST(mean(m, 1).to_vector<float>() == (std::vector<float>{3, 16.0f / 3}), tt::per_element());
   BOOST_TEST(max(m, 1).to_vector<float>() == (std::vector<float>{5, 7}), tt::per_element());
-  BOOST_TEST(argmax(m, 1).to_vector<std::int64_t>() == (std::vector<std::int64_t>{1, 0}), tt::per_element());
+  BOOST_TEST(argmax(m, 1).to_vector<std::int64_t>() == (std::vector<std::int64_t>{1, 0}),
+             tt::per_element());
   BOOST_TEST(sum(m, 1, true).shape() == (Shape{2, 1}));
   BOOST_CHECK_THROW(sum(m, 2), Error);
 }

@@ -1,9 +1,8 @@
 // Convolution, pooling, batch norm and dropout: gradient checks (central differences, float64),
 // hand-computed values, error messages, and golden vectors from PyTorch 1.13
 // (tests/golden/gen_framework_golden.py), compared in float64 and in float32.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -159,14 +158,14 @@ BOOST_AUTO_TEST_CASE(conv2d_values) {
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{1, 1, 3, 3});
   Tensor w = Tensor::ones(Shape{2, 1, 2, 2});
   Tensor b = Tensor::from_vector<float>({0, 100}, Shape{2});
-  BOOST_TEST(conv2d(x, w, b).to_vector<float>() ==
-                 (std::vector<float>{12, 16, 24, 28, 112, 116, 124, 128}),
-             tt::per_element());
+  BOOST_TEST(
+      conv2d(x, w, b).to_vector<float>() == (std::vector<float>{12, 16, 24, 28, 112, 116, 124, 128}),
+      tt::per_element());
   // padding 1, stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1)
   const Conv2dParams p{{2, 2}, {1, 1}};  // stride, padding
-  BOOST_TEST(conv2d(x, w.rows(0, 1), Tensor(), p).to_vector<float>() ==
-                 (std::vector<float>{1, 5, 11, 28}),
-             tt::per_element());
+  BOOST_TEST(
+      conv2d(x, w.rows(0, 1), Tensor(), p).to_vector<float>() == (std::vector<float>{1, 5, 11, 28}),
+      tt::per_element());
   BOOST_TEST(conv2d(x, w.rows(0, 1), Tensor(), p).shape() == (Shape{1, 1, 2, 2}));
 }
 
@@ -175,12 +174,18 @@ BOOST_AUTO_TEST_CASE(conv2d_errors) {
   auto conv = [&](Pair stride, Pair padding, Pair dilation, std::int64_t groups) {
     return conv2d(x, w, Tensor(), conv_params(stride, padding, dilation, groups));
   };
-  expect_error([&] { conv2d(x, Tensor::zeros(Shape{2, 2, 3, 3})); },
-               "conv2d: weight of shape [2, 2, 3, 3] with groups=1 expects 2 input channels, but x "
-               "of shape [1, 3, 5, 5] has 3");
+  expect_error(
+      [&] {
+        conv2d(x, Tensor::zeros(Shape{2, 2, 3, 3}));
+      },
+      "conv2d: weight of shape [2, 2, 3, 3] with groups=1 expects 2 input channels, but x "
+      "of shape [1, 3, 5, 5] has 3");
   expect_error([&] { conv({0, 1}, {0, 0}, {1, 1}, 1); }, "conv2d: stride must be positive, got (0, 1)");
-  expect_error([&] { conv2d(x, Tensor::zeros(Shape{2, 3, 6, 3})); },
-               "conv2d: kernel 6x3 (dilated 6x3) is larger than the padded input 5x5");
+  expect_error(
+      [&] {
+        conv2d(x, Tensor::zeros(Shape{2, 3, 6, 3}));
+      },
+      "conv2d: kernel 6x3 (dilated 6x3) is larger than the padded input 5x5");
   BOOST_CHECK_THROW(conv({1, 1}, {0, 0}, {1, 1}, 2), Error);  // 3 channels in 2 groups
   BOOST_CHECK_THROW(conv({1, 1}, {0, 0}, {0, 1}, 1), Error);
   BOOST_CHECK_THROW(conv({1, 1}, {-1, 0}, {1, 1}, 1), Error);
@@ -351,13 +356,22 @@ BOOST_AUTO_TEST_CASE(max_pool2d_2x2_matches_generic) {
 
 BOOST_AUTO_TEST_CASE(pooling_errors) {
   Tensor x = Tensor::zeros(Shape{1, 2, 4, 4});
-  expect_error([&] { max_pool2d(x, pool_params({3, 3}, {1, 1}, {2, 2})); },
-               "max_pool2d: padding must be between 0 and half the kernel (3, 3), got (2, 2)");
-  expect_error([&] { avg_pool2d(x, pool_params({5, 2}, {1, 1}, {0, 0})); },
-               "avg_pool2d: kernel (5, 2) is larger than the padded input 4x4 (x of shape "
-               "[1, 2, 4, 4])");
-  expect_error([&] { adaptive_avg_pool2d(x, {0, 2}); },
-               "adaptive_avg_pool2d: output_size must be positive, got (0, 2)");
+  expect_error(
+      [&] {
+        max_pool2d(x, pool_params({3, 3}, {1, 1}, {2, 2}));
+      },
+      "max_pool2d: padding must be between 0 and half the kernel (3, 3), got (2, 2)");
+  expect_error(
+      [&] {
+        avg_pool2d(x, pool_params({5, 2}, {1, 1}, {0, 0}));
+      },
+      "avg_pool2d: kernel (5, 2) is larger than the padded input 4x4 (x of shape "
+      "[1, 2, 4, 4])");
+  expect_error(
+      [&] {
+        adaptive_avg_pool2d(x, {0, 2});
+      },
+      "adaptive_avg_pool2d: output_size must be positive, got (0, 2)");
   BOOST_CHECK_THROW(max_pool2d(x, pool_params({2, 2}, {-1, 1}, {0, 0})), Error);
   BOOST_CHECK_THROW(max_pool2d(x, pool_params({0, 2}, {0, 0}, {0, 0})), Error);
   BOOST_CHECK_THROW(max_pool2d(Tensor::zeros(Shape{2, 4, 4}), pool_params({2, 2}, {2, 2}, {0, 0})),
@@ -379,9 +393,9 @@ BOOST_AUTO_TEST_CASE(pooling_golden) {
         const Pair size{as_int(c, "out_h"), as_int(c, "out_w")};
         out = size == Pair{1, 1} ? global_avg_pool2d(x) : adaptive_avg_pool2d(x, size);
       } else {
-        const Pool2dParams p = pool_params(pair_of(c, "kernel"), pair_of(c, "stride"),
-                                           pair_of(c, "padding"),
-                                           is_avg && as_int(c, "count_include_pad") == 1);
+        const Pool2dParams p =
+            pool_params(pair_of(c, "kernel"), pair_of(c, "stride"), pair_of(c, "padding"),
+                        is_avg && as_int(c, "count_include_pad") == 1);
         out = is_max ? max_pool2d(x, p) : avg_pool2d(x, p);
       }
       check_golden(c, out, {{"x", x}}, rtol);
@@ -424,9 +438,12 @@ BOOST_AUTO_TEST_CASE(batch_norm_values_and_errors) {
   BOOST_TEST(e.to_vector<double>()[3] == (4 - 1.25) / std::sqrt(0.5 + 2.5 / 3.0), tt::tolerance(1e-6));
   BOOST_TEST(rm.item() == 1.25, tt::tolerance(1e-6));
   const Tensor none;
-  expect_error([&] { batch_norm(Tensor::zeros(Shape{1, 3, 1, 1}), none, none, none, none, true); },
-               "batch_norm: expected more than 1 value per channel when training, got x of shape "
-               "[1, 3, 1, 1]");
+  expect_error(
+      [&] {
+        batch_norm(Tensor::zeros(Shape{1, 3, 1, 1}), none, none, none, none, true);
+      },
+      "batch_norm: expected more than 1 value per channel when training, got x of shape "
+      "[1, 3, 1, 1]");
   expect_error([&] { batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false); },
                "batch_norm: eval mode needs running_mean and running_var");
   BOOST_CHECK_THROW(batch_norm(x, rm, rv, Tensor::ones(Shape{2}, DType::Float64), none, true), Error);
@@ -445,8 +462,8 @@ BOOST_AUTO_TEST_CASE(batch_norm_golden) {
       Tensor w = c.has("weight") ? leaf(c, "weight", dt) : Tensor();
       Tensor b = c.has("bias") ? leaf(c, "bias", dt) : Tensor();
       Tensor rm = c.tensor("running_mean").to(dt), rv = c.tensor("running_var").to(dt);
-      Tensor out = batch_norm(x, rm, rv, w, b, c.scalar("training") != 0, c.scalar("momentum"),
-                              c.scalar("eps"));
+      Tensor out =
+          batch_norm(x, rm, rv, w, b, c.scalar("training") != 0, c.scalar("momentum"), c.scalar("eps"));
       const std::string tag = c.name + " " + std::string(dtype_name(dt));
       expect_close(rm, c.tensor("running_mean_out"), rtol, tag + " running_mean");
       expect_close(rv, c.tensor("running_var_out"), rtol, tag + " running_var");
@@ -520,10 +537,12 @@ BOOST_AUTO_TEST_CASE(dropout_masks_and_scales) {
 BOOST_AUTO_TEST_CASE(grad_dropout) {
   // re-seeding inside f draws the same mask on every call, so f is a fixed linear map
   auto x = rand_double(Shape{4, 5}, 40);
-  check_gradients("dropout", [](const V& in) {
-    Generator gen(9);
-    return dropout(in[0], 0.4, true, gen);
-  }, {x});
+  check_gradients("dropout",
+                  [](const V& in) {
+                    Generator gen(9);
+                    return dropout(in[0], 0.4, true, gen);
+                  },
+                  {x});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,4 @@
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -81,7 +80,8 @@ BOOST_AUTO_TEST_CASE(views_share_storage) {
   BOOST_TEST(r.shape() == (Shape{2, 2}));
   BOOST_TEST(r.to_vector<float>() == (std::vector<float>{2, 3, 4, 5}), boost::test_tools::per_element());
   r.fill_(9);
-  BOOST_TEST(t.to_vector<float>() == (std::vector<float>{0, 1, 9, 9, 9, 9}), boost::test_tools::per_element());
+  BOOST_TEST(t.to_vector<float>() == (std::vector<float>{0, 1, 9, 9, 9, 9}),
+             boost::test_tools::per_element());
   Tensor c = t.clone();
   c.fill_(0);
   BOOST_TEST(t.to_vector<float>()[0] == 0.0f);
@@ -91,14 +91,16 @@ BOOST_AUTO_TEST_CASE(views_share_storage) {
 }
 
 BOOST_AUTO_TEST_CASE(conversion_rounds_half_even_and_saturates) {
-  Tensor f = Tensor::from_vector<float>({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300.f, -300.f, 126.6f}, Shape{8});
+  Tensor f =
+      Tensor::from_vector<float>({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300.f, -300.f, 126.6f}, Shape{8});
   auto q = f.to(DType::Int8).to_vector<std::int8_t>();
   std::vector<std::int8_t> expect{0, 2, 2, 0, -2, 127, -128, 127};
   BOOST_TEST(q == expect, boost::test_tools::per_element());
   auto u = f.to(DType::UInt8).to_vector<std::uint8_t>();
   std::vector<std::uint8_t> expect_u{0, 2, 2, 0, 0, 255, 0, 127};
   BOOST_TEST(u == expect_u, boost::test_tools::per_element());
-  auto back = Tensor::from_vector<std::int8_t>({-128, 5}, Shape{2}).to(DType::Float32).to_vector<float>();
+  auto back =
+      Tensor::from_vector<std::int8_t>({-128, 5}, Shape{2}).to(DType::Float32).to_vector<float>();
   BOOST_TEST(back[0] == -128.0f);
   BOOST_TEST(back[1] == 5.0f);
 }

@@ -1,5 +1,7 @@
 #pragma once
 // Shared helpers for the framework/io tests.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include <iterator>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include "framework/autograd/ops.h"
 #include "framework/io/archive.h"
@@ -35,7 +36,8 @@ struct TempDir {
   /// Every file name in the directory, sorted.
   std::vector<std::string> entries() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -82,7 +84,8 @@ struct SmallNet : nn::Module {
   std::shared_ptr<nn::Linear> fc;
 
   explicit SmallNet(std::int64_t out = 3, std::int64_t in_features = 64) : Module("SmallNet") {
-    conv = register_module("conv", std::make_shared<nn::Conv2d>(1, 4, 3, Conv2dParams{.padding = {1, 1}}));
+    conv =
+        register_module("conv", std::make_shared<nn::Conv2d>(1, 4, 3, Conv2dParams{.padding = {1, 1}}));
     bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
     fc = register_module("fc", std::make_shared<nn::Linear>(in_features, out));
   }

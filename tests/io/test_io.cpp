@@ -1,6 +1,5 @@
 // framework/io: CRC, header, payload round trips, and every way a file can be bad.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <limits>
 #include <random>
@@ -25,7 +24,9 @@ std::uint32_t crc32_reference(const std::string& s) {
 }
 
 template <class T>
-Tensor tensor_of(std::vector<T> v, const Shape& shape) { return Tensor::from_vector(v, shape); }
+Tensor tensor_of(std::vector<T> v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
 
 /// One tensor of every dtype, with edge values, plus a scalar and an empty tensor.
 io::Checkpoint every_dtype() {
@@ -43,9 +44,11 @@ io::Checkpoint every_dtype() {
       {"u8", tensor_of<std::uint8_t>({0, 1, 128, 255}, Shape{2, 2})},
       {"i16", tensor_of<std::int16_t>({-32768, 0, 32767}, Shape{3})},
       {"i32", tensor_of<std::int32_t>({std::numeric_limits<std::int32_t>::min(), 7,
-                                       std::numeric_limits<std::int32_t>::max()}, Shape{1, 3})},
+                                       std::numeric_limits<std::int32_t>::max()},
+                                      Shape{1, 3})},
       {"i64", tensor_of<std::int64_t>({std::numeric_limits<std::int64_t>::min(), -5,
-                                       std::numeric_limits<std::int64_t>::max()}, Shape{3})},
+                                       std::numeric_limits<std::int64_t>::max()},
+                                      Shape{3})},
       {"features.0.weight", Tensor::scalar(2.5)},
       {"empty", Tensor::zeros(Shape{0, 3})},
       {"big", Tensor::full(Shape{3, 7, 5}, 0.3)},
@@ -123,7 +126,8 @@ BOOST_AUTO_TEST_CASE(nan_survives_both_archives) {
   io::Checkpoint c;
   c.tensors = {{"n", tensor_of<float>({std::nanf(""), -std::nanf(""), 1.f}, Shape{3})}};
   for (ArchiveKind kind : kKinds) {
-    const auto v = io::from_bytes(io::to_bytes(c, {.archive = kind})).tensors[0].second.to_vector<float>();
+    const auto v =
+        io::from_bytes(io::to_bytes(c, {.archive = kind})).tensors[0].second.to_vector<float>();
     BOOST_TEST(std::isnan(v[0]));
     BOOST_TEST(std::isnan(v[1]));
     BOOST_TEST(std::signbit(v[1]));
@@ -153,7 +157,8 @@ BOOST_AUTO_TEST_CASE(metadata_optimizer_and_training_state) {
                 {"markup", "<a href=\"x\">&amp;</a> 'q'"},
                 {"utf8", "\xce\xbc-law \xe2\x86\x92 int8"},
                 {"empty value", ""}};
-  io::OptimizerState opt{"sgd", {{"lr", 0.1}, {"momentum", 0.9}, {"weird", -1.0 / 3.0}},
+  io::OptimizerState opt{"sgd",
+                         {{"lr", 0.1}, {"momentum", 0.9}, {"weird", -1.0 / 3.0}},
                          {{"w.momentum_buffer", tensor_of<float>({1.f, 2.f}, Shape{2})},
                           {"w.step", Tensor::scalar(3, DType::Int64)}}};
   c.optimizer = opt;

@@ -1,6 +1,5 @@
 // framework/io: every way a checkpoint file can be bad gives one exact, named error.
 #include <boost/test/unit_test.hpp>
-
 #include <cstdio>
 #include <random>
 
@@ -23,7 +22,8 @@ std::string saved_net(const TempDir& dir, ArchiveKind kind = ArchiveKind::Binary
   SmallNet net;
   io::Checkpoint c = io::capture(net);
   c.metadata["note"] = "test";
-  c.optimizer = io::OptimizerState{"sgd", {{"lr", 0.1}}, {{"fc.bias.momentum_buffer", Tensor::ones(Shape{3})}}};
+  c.optimizer =
+      io::OptimizerState{"sgd", {{"lr", 0.1}}, {{"fc.bias.momentum_buffer", Tensor::ones(Shape{3})}}};
   c.training = io::TrainingState{3, 120, {{"default", Generator(5).state()}}, {{"k", 9}}};
   const std::string path = dir.file(kind == ArchiveKind::Binary ? "net.qat" : "net.xml.qat");
   io::save(c, path, {.archive = kind});
@@ -64,7 +64,9 @@ BOOST_AUTO_TEST_CASE(truncated_files) {
              "checkpoint '" + path + "': truncated: 0 bytes, shorter than the 40-byte header");
   // The same through a stream and through memory.
   std::istringstream is(bytes.substr(0, bytes.size() - 1));
-  BOOST_TEST(error_of([&] { io::read(is, "s"); }).find("checkpoint 's': truncated: the header announces") == 0u);
+  BOOST_TEST(error_of([&] {
+               io::read(is, "s");
+             }).find("checkpoint 's': truncated: the header announces") == 0u);
   BOOST_TEST(error_of([&] { io::from_bytes(bytes + "xyz"); }) ==
              "checkpoint '<memory>': 3 unexpected bytes after the " + std::to_string(payload) +
                  "-byte payload");
@@ -77,9 +79,10 @@ BOOST_AUTO_TEST_CASE(newer_format_version_names_both_versions) {
   bytes[8] = 2;  // format version 1 -> 2, header CRC left stale on purpose
   write_file(path, bytes);
   BOOST_TEST(error_of<io::CheckpointError>([&] { io::load(path); }) ==
-             "checkpoint '" + path + "': format version 2 is newer than this build of qat reads "
-                                     "(format version 1); the file was written by qat 0.1.0, "
-                                     "upgrade qat to read it");
+             "checkpoint '" + path +
+                 "': format version 2 is newer than this build of qat reads "
+                 "(format version 1); the file was written by qat 0.1.0, "
+                 "upgrade qat to read it");
   bytes[8] = 0;
   BOOST_TEST(error_of([&] { io::from_bytes(bytes, path); }) ==
              "checkpoint '" + path + "': invalid format version 0 (the header is corrupt)");
@@ -91,8 +94,9 @@ BOOST_AUTO_TEST_CASE(wrong_magic_and_corrupt_header) {
   const std::string bytes = read_file(path);
   write_file(path, "\x89PNG\r\n\x1a\n" + bytes.substr(8));
   BOOST_TEST(error_of([&] { io::load(path); }) ==
-             "checkpoint '" + path + "': not a qat checkpoint (magic bytes 89 50 4e 47 0d 0a 1a 0a, "
-                                     "expected 51 41 54 43 4b 50 54 00 = \"QATCKPT\\0\")");
+             "checkpoint '" + path +
+                 "': not a qat checkpoint (magic bytes 89 50 4e 47 0d 0a 1a 0a, "
+                 "expected 51 41 54 43 4b 50 54 00 = \"QATCKPT\\0\")");
   std::string flipped = bytes;
   flipped[26] ^= 1;  // payload length: caught by the header CRC, not read as a length
   const std::string msg = error_of([&] { io::from_bytes(flipped); });
@@ -104,10 +108,13 @@ BOOST_AUTO_TEST_CASE(wrong_magic_and_corrupt_header) {
   const std::string v = std::to_string(io::detail::archive_version());
   BOOST_TEST(error_of([&] { io::from_bytes(future); }) ==
              "checkpoint '<memory>': the payload was written with Boost.Serialization archive "
-             "version 99; this build reads versions 18 to " + v);
+             "version 99; this build reads versions 18 to " +
+                 v);
   // A binary payload labelled as XML passes the CRC and fails in the decoder.
   const std::string as_xml = with_header(bytes, [](io::FileHeader& h) { h.archive = ArchiveKind::Xml; });
-  BOOST_TEST(error_of([&] { io::from_bytes(as_xml); }).find("checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
+  BOOST_TEST(error_of([&] {
+               io::from_bytes(as_xml);
+             }).find("checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_paths) {
@@ -145,7 +152,9 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   std::string more = xml;
   more.replace(count, 16, "<count>99999999999999</count>");
   const std::string msg = error_of([&] { io::from_bytes(wrap_payload(more, ArchiveKind::Xml)); });
-  BOOST_TEST(msg.find("checkpoint '<memory>': corrupt payload: tensor count 99999999999999 (1 bytes each) exceeds the ") == 0u, msg);
+  BOOST_TEST(msg.find("checkpoint '<memory>': corrupt payload: tensor count 99999999999999 (1 bytes "
+                      "each) exceeds the ") == 0u,
+             msg);
   std::string shape = xml;
   shape.replace(shape.find("<shape>2 4</shape>"), 18, "<shape>4000000000 4000000000 4000000000</shape>");
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(shape, ArchiveKind::Xml)); }) ==
@@ -171,8 +180,9 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
              "checkpoint '<memory>': checkpoint record version 2 is newer than this build of qat "
              "reads (1); upgrade qat to read it");
   future[1] = 0;
-  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
-             "checkpoint '<memory>': corrupt payload: checkpoint record version 0 was never written by qat");
+  BOOST_TEST(
+      error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
+      "checkpoint '<memory>': corrupt payload: checkpoint record version 0 was never written by qat");
 
   // Boost 1.74 reads past the expected tag name for a longer end tag: refused before parsing.
   std::string tag = xml;
@@ -181,10 +191,12 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
              "checkpoint '<memory>': corrupt payload: an XML end tag is 100 characters long");
   tag = xml;
   tag.replace(tag.find("</name>"), 7, "</nome>");
-  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(tag, ArchiveKind::Xml)); }).find(
-                 "checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
-  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload("", ArchiveKind::Binary)); }).find(
-                 "checkpoint '<memory>': cannot decode the binary payload: ") == 0u);
+  BOOST_TEST(error_of([&] {
+               io::from_bytes(wrap_payload(tag, ArchiveKind::Xml));
+             }).find("checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
+  BOOST_TEST(error_of([&] {
+               io::from_bytes(wrap_payload("", ArchiveKind::Binary));
+             }).find("checkpoint '<memory>': cannot decode the binary payload: ") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(random_mutations_never_escape_as_other_errors) {
@@ -201,10 +213,18 @@ BOOST_AUTO_TEST_CASE(random_mutations_never_escape_as_other_errors) {
       for (int e = 0; e < edits; ++e) {
         const std::size_t at = rng() % p.size();
         switch (rng() % 4) {
-          case 0: p[at] = static_cast<char>(rng()); break;
-          case 1: p[at] = static_cast<char>(0xFF); break;
-          case 2: p.erase(at, 1 + rng() % 8); break;
-          default: p.insert(at, 1 + rng() % 8, static_cast<char>(rng())); break;
+          case 0:
+            p[at] = static_cast<char>(rng());
+            break;
+          case 1:
+            p[at] = static_cast<char>(0xFF);
+            break;
+          case 2:
+            p.erase(at, 1 + rng() % 8);
+            break;
+          default:
+            p.insert(at, 1 + rng() % 8, static_cast<char>(rng()));
+            break;
         }
         if (p.empty()) p.push_back('x');
       }

@@ -58,8 +58,8 @@ BOOST_AUTO_TEST_CASE(model_with_conv_bn_linear_and_buffers) {
 BOOST_AUTO_TEST_CASE(strict_mismatch_lists_every_problem_and_changes_nothing) {
   SmallNet src(3, 64);
   io::Checkpoint c = io::capture(src);
-  c.tensors.erase(c.tensors.begin() + 1);                                     // conv.bias missing
-  c.tensors.emplace_back("head.weight", Tensor::zeros(Shape{2, 2}));          // unexpected
+  c.tensors.erase(c.tensors.begin() + 1);                             // conv.bias missing
+  c.tensors.emplace_back("head.weight", Tensor::zeros(Shape{2, 2}));  // unexpected
   for (auto& [n, t] : c.tensors)
     if (n == "bn.num_batches_tracked") t = Tensor::zeros(Shape{}, DType::Int32);  // dtype
   c.info.source = "runs/epoch3.qat";
@@ -113,7 +113,8 @@ BOOST_AUTO_TEST_CASE(exact_resume_with_sgd_momentum_and_generators) {
   {
     io::Checkpoint c = io::capture(a);
     c.optimizer = io::capture(opt_a);
-    c.training = io::TrainingState{1, 3, {{"data", data.state()}, {"default", default_generator().state()}}, {{"seen", 6}}};
+    c.training = io::TrainingState{
+        1, 3, {{"data", data.state()}, {"default", default_generator().state()}}, {{"seen", 6}}};
     io::save(c, path);
   }
   train(a, opt_a, data, 2);  // the uninterrupted run
@@ -138,7 +139,8 @@ BOOST_AUTO_TEST_CASE(optimizer_and_generator_errors) {
   optim::SGD opt(net.named_parameters(), sgd_options());
   io::Checkpoint c = io::capture(net);
   c.info.source = "f.qat";
-  BOOST_TEST(error_of([&] { io::restore_optimizer(opt, c); }) == "checkpoint 'f.qat': holds no optimizer state");
+  BOOST_TEST(error_of([&] { io::restore_optimizer(opt, c); }) ==
+             "checkpoint 'f.qat': holds no optimizer state");
   c.optimizer = io::OptimizerState{"adam", {}, {}};
   BOOST_TEST(error_of([&] { io::restore_optimizer(opt, c); }) ==
              "checkpoint 'f.qat': holds state of a 'adam' optimizer, not 'sgd'");
@@ -153,22 +155,27 @@ BOOST_AUTO_TEST_CASE(optimizer_and_generator_errors) {
              "  hyperparameter beta1 is unknown to sgd\n");
   c.optimizer = io::capture(opt);
   c.optimizer->state = {{"fc.weight.momentum_buffer", Tensor::zeros(Shape{2})}};
-  BOOST_TEST(error_of([&] { io::restore_optimizer(opt, c); }).find(
-                 "checkpoint 'f.qat': optimizer state does not fit: Optimizer::load_state: entry "
-                 "'fc.weight.momentum_buffer' is float32[2], expected float32") == 0u);
+  BOOST_TEST(error_of([&] { io::restore_optimizer(opt, c); })
+                 .find("checkpoint 'f.qat': optimizer state does not fit: Optimizer::load_state: entry "
+                       "'fc.weight.momentum_buffer' is float32[2], expected float32") == 0u);
 
   Generator g(1);
-  BOOST_TEST(error_of([&] { io::restore_generators(c, {{"default", &g}}); }) ==
-             "checkpoint 'f.qat': holds no training state");
+  BOOST_TEST(error_of([&] {
+               io::restore_generators(c, {{"default", &g}});
+             }) == "checkpoint 'f.qat': holds no training state");
   c.training = io::TrainingState{};
   c.training->generators["default"] = Generator(2).state();
   const auto before = g.state().s;
-  BOOST_TEST(error_of([&] { io::restore_generators(c, {{"default", &g}, {"loader", &g}}); }) ==
-             "checkpoint 'f.qat': holds no state for generator(s) loader");
+  BOOST_TEST(error_of([&] {
+               io::restore_generators(c, {{"default", &g}, {"loader", &g}});
+             }) == "checkpoint 'f.qat': holds no state for generator(s) loader");
   BOOST_TEST((g.state().s == before));
   c.training->generators["loader"] = Generator::State{};
-  BOOST_TEST(error_of([&] { io::restore_generators(c, {{"loader", &g}}); }) ==
-             "checkpoint 'f.qat': generator 'loader' has an all-zero state, which xoshiro256** never reaches");
+  BOOST_TEST(
+      error_of([&] {
+        io::restore_generators(c, {{"loader", &g}});
+      }) ==
+      "checkpoint 'f.qat': generator 'loader' has an all-zero state, which xoshiro256** never reaches");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -200,14 +207,16 @@ BOOST_AUTO_TEST_CASE(errors_remove_the_temporary_file) {
   io::save(io::capture(SmallNet()), path);
   const std::string old_bytes = read_file(path);
   io::detail::WriteFault fail{100, false};
-  BOOST_CHECK_THROW(io::detail::write_file_atomic(path, "new contents", &fail), io::detail::SimulatedCrash);
+  BOOST_CHECK_THROW(io::detail::write_file_atomic(path, "new contents", &fail),
+                    io::detail::SimulatedCrash);
   BOOST_TEST(dir.entries() == std::vector<std::string>{"model.qat"});
   BOOST_TEST(read_file(path) == old_bytes);
   BOOST_TEST(io::load(path).tensors.size() == 9u);
 
   // rename over a directory fails: a CheckpointError, and nothing left behind.
   std::filesystem::create_directory(dir.file("sub"));
-  const std::string msg = error_of<io::CheckpointError>([&] { io::save(io::Checkpoint{}, dir.file("sub")); });
+  const std::string msg =
+      error_of<io::CheckpointError>([&] { io::save(io::Checkpoint{}, dir.file("sub")); });
   BOOST_TEST(msg.find("checkpoint '" + dir.file("sub") + "': cannot save: rename of '") == 0u, msg);
   BOOST_TEST(dir.entries() == (std::vector<std::string>{"model.qat", "sub"}));
   const std::string nodir = dir.file("missing/x.qat");

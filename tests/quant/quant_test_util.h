@@ -1,7 +1,6 @@
 #pragma once
 // Helpers shared by the quantization tests (tests only).
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <functional>
 #include <limits>

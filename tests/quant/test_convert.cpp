@@ -1,6 +1,5 @@
 // Integer inference: the fixed-point arithmetic, convert(), and quantized checkpoints.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -30,10 +29,12 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 nn::ModulePtr mlp() {
-  return std::make_shared<nn::Sequential>(nn::NamedModules{
-      {"quant", std::make_shared<QuantStub>()}, {"fc1", std::make_shared<nn::Linear>(16, 32)},
-      {"relu1", std::make_shared<nn::ReLU>()}, {"fc2", std::make_shared<nn::Linear>(32, 4)},
-      {"dequant", std::make_shared<DeQuantStub>()}});
+  return std::make_shared<nn::Sequential>(
+      nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                       {"fc1", std::make_shared<nn::Linear>(16, 32)},
+                       {"relu1", std::make_shared<nn::ReLU>()},
+                       {"fc2", std::make_shared<nn::Linear>(32, 4)},
+                       {"dequant", std::make_shared<DeQuantStub>()}});
 }
 
 nn::ModulePtr cnn(bool bn) {
@@ -43,7 +44,8 @@ nn::ModulePtr cnn(bool bn) {
   if (bn) net->push_back("bn1", std::make_shared<nn::BatchNorm2d>(6));
   net->push_back("relu1", std::make_shared<nn::ReLU>());
   net->push_back("pool", std::make_shared<nn::MaxPool2d>(2));
-  net->push_back("conv2", std::make_shared<nn::Conv2d>(6, 8, 3, Conv2dParams{.stride = {2, 2}, .padding = {1, 1}}));
+  net->push_back(
+      "conv2", std::make_shared<nn::Conv2d>(6, 8, 3, Conv2dParams{.stride = {2, 2}, .padding = {1, 1}}));
   net->push_back("relu2", std::make_shared<nn::ReLU>());
   net->push_back("flatten", std::make_shared<nn::Flatten>());
   net->push_back("fc", std::make_shared<nn::Linear>(8 * 2 * 2, 3));
@@ -82,7 +84,8 @@ double agreement(nn::Module& a, nn::Module& b, const Tensor& x, double* max_diff
   const Tensor ya = a.forward(x), yb = b.forward(x);
   const Tensor pa = argmax(ya, 1), pb = argmax(yb, 1);
   std::int64_t same = 0;
-  for (std::int64_t i = 0; i < pa.numel(); ++i) same += pa.data<std::int64_t>()[i] == pb.data<std::int64_t>()[i];
+  for (std::int64_t i = 0; i < pa.numel(); ++i)
+    same += pa.data<std::int64_t>()[i] == pb.data<std::int64_t>()[i];
   *max_diff = 0;
   for (std::int64_t i = 0; i < ya.numel(); ++i)
     *max_diff = std::max(*max_diff, double(std::fabs(ya.data<float>()[i] - yb.data<float>()[i])));
@@ -115,7 +118,8 @@ BOOST_AUTO_TEST_CASE(fixed_point_multiplier_matches_exact_rounding) {
   BOOST_TEST(checked == 20000);
   BOOST_TEST(int8::quantize_multiplier(0.0).m0 == 0);
   BOOST_TEST(int8::multiply_by_quantized_multiplier(1000, int8::quantize_multiplier(0.25)) == 250);
-  BOOST_TEST(int8::multiply_by_quantized_multiplier(-6, int8::quantize_multiplier(0.25)) == -2);  // -1.5 -> -2
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(-6, int8::quantize_multiplier(0.25)) ==
+             -2);  // -1.5 -> -2
 }
 
 BOOST_AUTO_TEST_CASE(linear_kernel_by_hand) {
@@ -154,7 +158,8 @@ BOOST_AUTO_TEST_CASE(mlp_int8_agrees_with_fake_quant) {
     BOOST_TEST(agree >= 0.99, preset << " agreement " << agree);
     const float out_scale = static_cast<float>(
         std::dynamic_pointer_cast<QuantizedLinear>(q->child("fc2"))->output_quant().scale);
-    BOOST_TEST(diff <= 2.01 * out_scale, preset << " max logit difference " << diff << " vs step " << out_scale);
+    BOOST_TEST(diff <= 2.01 * out_scale,
+               preset << " max logit difference " << diff << " vs step " << out_scale);
   }
 }
 
@@ -179,16 +184,19 @@ BOOST_AUTO_TEST_CASE(cnn_with_folded_batch_norm_agrees) {
 
 BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
   QConfigRegistry reg;
-  auto with_avg = std::make_shared<nn::Sequential>(nn::NamedModules{
-      {"quant", std::make_shared<QuantStub>()}, {"conv", std::make_shared<nn::Conv2d>(1, 2, 3)},
-      {"avg", std::make_shared<nn::AvgPool2d>(2)}, {"dequant", std::make_shared<DeQuantStub>()}});
+  auto with_avg =
+      std::make_shared<nn::Sequential>(nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                                                        {"conv", std::make_shared<nn::Conv2d>(1, 2, 3)},
+                                                        {"avg", std::make_shared<nn::AvgPool2d>(2)},
+                                                        {"dequant", std::make_shared<DeQuantStub>()}});
   prepare_qat(*with_avg, reg);
   BOOST_TEST(error_of([&] { convert(*with_avg); }) ==
              "convert: layer 'avg' (AvgPool2d) inside the quantized region has no int8 version; end the "
              "region with a DeQuantStub before it");
   BOOST_TEST(with_avg->child("conv")->type_name() == "QuantConv2d");  // unchanged
 
-  auto no_stub = std::make_shared<nn::Sequential>(nn::NamedModules{{"fc", std::make_shared<nn::Linear>(4, 2)}});
+  auto no_stub =
+      std::make_shared<nn::Sequential>(nn::NamedModules{{"fc", std::make_shared<nn::Linear>(4, 2)}});
   prepare_qat(*no_stub, reg);
   BOOST_TEST(error_of([&] { convert(*no_stub); }) ==
              "convert: layer 'fc' receives a float input; put a QuantStub before it");
@@ -197,7 +205,8 @@ BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
   fp8.set_global("fp8_e4m3");
   nn::ModulePtr m = mlp();
   prepare_qat(*m, fp8);
-  BOOST_TEST(error_of([&] { convert(*m); }).find("is not supported by the int8 backend") != std::string::npos);
+  BOOST_TEST(error_of([&] { convert(*m); }).find("is not supported by the int8 backend") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(quantized_layers_check_their_input) {
@@ -208,9 +217,12 @@ BOOST_AUTO_TEST_CASE(quantized_layers_check_their_input) {
   convert(*model);
   const Tensor wrong = Tensor::zeros(Shape{2, 16}, DType::UInt8).set_quant_info({0.5, 3});
   const std::string msg = error_of([&] { model->child("fc1")->forward(wrong); });
-  BOOST_TEST(msg.find("QuantizedLinear: input is quantized with scale=0.5, zero_point=3 but the layer was converted for") == 0, msg);
-  BOOST_TEST(error_of([&] { model->child("fc1")->forward(Tensor::zeros(Shape{2, 16})); })
-                 .find("expects a quantized uint8 input") != std::string::npos);
+  BOOST_TEST(msg.find("QuantizedLinear: input is quantized with scale=0.5, zero_point=3 but the layer "
+                      "was converted for") == 0,
+             msg);
+  BOOST_TEST(error_of([&] {
+               model->child("fc1")->forward(Tensor::zeros(Shape{2, 16}));
+             }).find("expects a quantized uint8 input") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -239,7 +251,8 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_round_trip_and_size) {
   Generator gen(12);
   const Tensor x = Tensor::uniform(Shape{50, 2, 8, 8}, 0, 1, gen);
   NoGradGuard ng;
-  BOOST_TEST(fresh->forward(x).to_vector<float>() == q->forward(x).to_vector<float>(), tt::per_element());
+  BOOST_TEST(fresh->forward(x).to_vector<float>() == q->forward(x).to_vector<float>(),
+             tt::per_element());
   // int8 weights: at most 0.3x the float checkpoint of the same network
   const std::size_t fp32_bytes = io::to_bytes(io::capture(*build())).size();
   std::filesystem::remove_all(dir);
@@ -248,17 +261,21 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_round_trip_and_size) {
 // The demo MLP (784-256-128-10): the int8 checkpoint is at most 0.3x the float one.
 BOOST_AUTO_TEST_CASE(int8_checkpoint_is_small) {
   auto build = [] {
-    return std::make_shared<nn::Sequential>(nn::NamedModules{
-        {"quant", std::make_shared<QuantStub>()}, {"fc1", std::make_shared<nn::Linear>(784, 256)},
-        {"relu1", std::make_shared<nn::ReLU>()}, {"fc2", std::make_shared<nn::Linear>(256, 128)},
-        {"relu2", std::make_shared<nn::ReLU>()}, {"fc3", std::make_shared<nn::Linear>(128, 10)},
-        {"dequant", std::make_shared<DeQuantStub>()}});
+    return std::make_shared<nn::Sequential>(
+        nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                         {"fc1", std::make_shared<nn::Linear>(784, 256)},
+                         {"relu1", std::make_shared<nn::ReLU>()},
+                         {"fc2", std::make_shared<nn::Linear>(256, 128)},
+                         {"relu2", std::make_shared<nn::ReLU>()},
+                         {"fc3", std::make_shared<nn::Linear>(128, 10)},
+                         {"dequant", std::make_shared<DeQuantStub>()}});
   };
   nn::ModulePtr q = build();
   QConfigRegistry reg;
   prepare_qat(*q, reg);
   convert(*q);
-  const double ratio = double(io::to_bytes(io::capture(*q)).size()) / double(io::to_bytes(io::capture(*build())).size());
+  const double ratio =
+      double(io::to_bytes(io::capture(*q)).size()) / double(io::to_bytes(io::capture(*build())).size());
   BOOST_TEST_MESSAGE("int8 / fp32 checkpoint size: " << ratio);
   BOOST_TEST(ratio <= 0.3);
 }
@@ -271,7 +288,8 @@ BOOST_AUTO_TEST_CASE(qat_checkpoint_round_trip_for_every_quantizer) {
   QConfig block{"block", QuantizerConfig{.spec = QuantSpec::weight_per_block(4, 8, -1, 8)},
                 QuantizerConfig{.spec = QuantSpec::activation_affine(8)}};
   reg.register_config(block);
-  for (const char* preset : {"int8_default", "int8_lsq", "int4_lsq", "int8_pact", "fp8_e4m3", "hist", "block"}) {
+  for (const char* preset :
+       {"int8_default", "int8_lsq", "int4_lsq", "int8_pact", "fp8_e4m3", "hist", "block"}) {
     for (bool through_file : {false, true}) {
       manual_seed(13);
       reg.set_global(preset);
@@ -293,7 +311,8 @@ BOOST_AUTO_TEST_CASE(qat_checkpoint_round_trip_for_every_quantizer) {
       Generator gen(15);
       const Tensor x = Tensor::uniform(Shape{20, 16}, 0, 1, gen);
       NoGradGuard ng;
-      BOOST_TEST(copy->forward(x).to_vector<float>() == model->forward(x).to_vector<float>(), tt::per_element());
+      BOOST_TEST(copy->forward(x).to_vector<float>() == model->forward(x).to_vector<float>(),
+                 tt::per_element());
     }
   }
 }
@@ -313,8 +332,9 @@ BOOST_AUTO_TEST_CASE(quantize_dequantize_equal_fake_quant) {
     const QParams q = obs.calculate_qparams();
     const Tensor codes = quantize(x, q, spec);
     BOOST_TEST((codes.dtype() == storage_dtype(spec)));
-    BOOST_TEST(dequantize(codes, q, spec).to_vector<float>() == fake_quantize(x, q, spec).to_vector<float>(),
-               tt::per_element());
+    BOOST_TEST(
+        dequantize(codes, q, spec).to_vector<float>() == fake_quantize(x, q, spec).to_vector<float>(),
+        tt::per_element());
     // every value inside the range is within the error bound
     const Tensor fq = fake_quantize(x, q, spec);
     double worst = 0;
@@ -326,7 +346,8 @@ BOOST_AUTO_TEST_CASE(quantize_dequantize_equal_fake_quant) {
   const QuantSpec u8 = QuantSpec::activation_affine(8);
   const QParams q{Tensor::full(Shape{1}, 0.5, DType::Float32), Tensor::full(Shape{1}, 10, DType::Int32)};
   const Tensor c = quantize(Tensor::from_vector<float>({0.0f, 1.25f, -100.f, 1000.f}, Shape{4}), q, u8);
-  BOOST_TEST(c.to_vector<std::uint8_t>() == (std::vector<std::uint8_t>{10, 12, 0, 255}), tt::per_element());
+  BOOST_TEST(c.to_vector<std::uint8_t>() == (std::vector<std::uint8_t>{10, 12, 0, 255}),
+             tt::per_element());
   BOOST_TEST(c.quant_info().zero_point == 10);
 }
 
@@ -347,9 +368,11 @@ BOOST_AUTO_TEST_CASE(error_measures) {
   const double sqnr = sqnr_db(u, fake_quantize(u, obs.calculate_qparams(), spec));
   BOOST_TEST(sqnr == 10 * std::log10(4.0 * 255 * 255), tt::tolerance(0.005));
   BOOST_TEST(compression_ratio(QuantSpec::weight_per_channel(8), Shape{256, 784}) ==
-                 256.0 * 784 * 32 / (256.0 * 784 * 8 + 256 * 32), tt::tolerance(1e-12));
+                 256.0 * 784 * 32 / (256.0 * 784 * 8 + 256 * 32),
+             tt::tolerance(1e-12));
   BOOST_TEST(compression_ratio(QuantSpec::weight_per_block(4, 32, -1, 8), Shape{256, 768}) ==
-                 256.0 * 768 * 32 / (256.0 * 768 * 4 + 256 * 24 * 8 + 32), tt::tolerance(1e-12));
+                 256.0 * 768 * 32 / (256.0 * 768 * 4 + 256 * 24 * 8 + 32),
+             tt::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

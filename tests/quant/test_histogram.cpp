@@ -1,9 +1,8 @@
 // HistogramObserver: golden vectors from PyTorch 1.13 (tests/golden/gen_histogram_golden.py) for
 // the histogram and the MSE calibration, hand-computed percentiles, the entropy calibration
 // against a literal transcription of Migacz 2017, range growth, reset, buffers and errors.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <numeric>

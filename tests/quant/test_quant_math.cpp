@@ -3,9 +3,8 @@
 // FakeQuantize; QuantSpec validation, qparams edge cases, error messages and the FakeQuantize
 // switches by hand. FP8, learnable amax, central differences and per-block quantization:
 // test_quant_numerics.cpp.
-#include <boost/test/unit_test.hpp>
-
 #include <bit>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -65,17 +64,22 @@ QuantSpec spec_of_range(std::int64_t qmin, std::int64_t qmax, Granularity g = Gr
                         int axis = 0) {
   const bool narrow = qmin < 0 && qmin == -qmax;
   const int bits = std::bit_width(static_cast<std::uint64_t>(qmax - qmin + (narrow ? 1 : 0)));
-  return QuantSpec{.bits = bits, .is_signed = qmin < 0, .symmetric = false, .narrow_range = narrow,
-                   .granularity = g, .axis = axis};
+  return QuantSpec{.bits = bits,
+                   .is_signed = qmin < 0,
+                   .symmetric = false,
+                   .narrow_range = narrow,
+                   .granularity = g,
+                   .axis = axis};
 }
 
 QuantSpec spec_of_case(const GoldenCase& c) {
-  return QuantSpec{.bits = static_cast<int>(as_int(c, "bits")), .is_signed = c.scalar("is_signed") != 0,
-                   .symmetric = c.scalar("symmetric") != 0,
-                   .narrow_range = c.has("narrow") && c.scalar("narrow") != 0,
-                   .granularity = c.scalar("per_channel") != 0 ? Granularity::PerChannel
-                                                              : Granularity::PerTensor,
-                   .axis = static_cast<int>(as_int(c, "axis"))};
+  return QuantSpec{
+      .bits = static_cast<int>(as_int(c, "bits")),
+      .is_signed = c.scalar("is_signed") != 0,
+      .symmetric = c.scalar("symmetric") != 0,
+      .narrow_range = c.has("narrow") && c.scalar("narrow") != 0,
+      .granularity = c.scalar("per_channel") != 0 ? Granularity::PerChannel : Granularity::PerTensor,
+      .axis = static_cast<int>(as_int(c, "axis"))};
 }
 
 }  // namespace
@@ -159,8 +163,10 @@ BOOST_AUTO_TEST_CASE(observers) {
     std::shared_ptr<Observer> obs;
     if (spec.granularity == Granularity::PerChannel) {
       const std::int64_t channels = c->tensor("x_0").size(spec.axis);
-      if (moving) obs = std::make_shared<MovingAveragePerChannelMinMaxObserver>(spec, channels, ac);
-      else obs = std::make_shared<PerChannelMinMaxObserver>(spec, channels);
+      if (moving)
+        obs = std::make_shared<MovingAveragePerChannelMinMaxObserver>(spec, channels, ac);
+      else
+        obs = std::make_shared<PerChannelMinMaxObserver>(spec, channels);
     } else if (moving) {
       obs = std::make_shared<MovingAverageMinMaxObserver>(spec, Shape{1}, ac);
     } else {
@@ -223,10 +229,12 @@ BOOST_AUTO_TEST_CASE(spec_validation_messages) {
              "QuantSpec: block_size is only meaningful for per-block granularity, got 4");
   BOOST_TEST(msg({.block_scale_bits = 8}) ==
              "QuantSpec: block_scale_bits is only meaningful for per-block granularity, got 8");
-  BOOST_TEST(error_of([] { QuantSpec::weight_per_channel(8, 2).validate_for(Shape{3, 4}, "f"); }) ==
-             "f: QuantSpec axis 2 is out of range for shape [3, 4]");
-  BOOST_TEST(error_of([] { QuantSpec::weight_per_block(4, 3).validate_for(Shape{2, 8}, "f"); }) ==
-             "f: QuantSpec block_size 3 does not divide dimension -1 (8) of shape [2, 8]");
+  BOOST_TEST(error_of([] {
+               QuantSpec::weight_per_channel(8, 2).validate_for(Shape{3, 4}, "f");
+             }) == "f: QuantSpec axis 2 is out of range for shape [3, 4]");
+  BOOST_TEST(error_of([] {
+               QuantSpec::weight_per_block(4, 3).validate_for(Shape{2, 8}, "f");
+             }) == "f: QuantSpec block_size 3 does not divide dimension -1 (8) of shape [2, 8]");
   QuantSpec::weight_per_block(4, 4).validate_for(Shape{2, 8}, "f");  // fine
   // ranges
   BOOST_TEST(QuantSpec{.bits = 2}.quant_min() == -2);
@@ -264,7 +272,9 @@ BOOST_AUTO_TEST_CASE(qparams_edge_cases) {
   BOOST_TEST(of(-1, 0.5f, s8).scale.item() == 1.0f / 127.5f);
   BOOST_TEST(error_of([&] { of(2, 1, u8); }) == "calculate_qparams: min 2 exceeds max 1 at index 0");
   MinMaxObserver obs(s8);
-  BOOST_TEST(error_of([&] { obs.forward(vec({1, kNaN})); }) ==
+  BOOST_TEST(error_of([&] {
+               obs.forward(vec({1, kNaN}));
+             }) ==
              "MinMaxObserver: observed NaN or Inf in an input of shape [2] (a diverged training step or "
              "bad data)");
   BOOST_TEST(!obs.has_observed());
@@ -288,14 +298,20 @@ BOOST_AUTO_TEST_CASE(error_messages) {
         "zero_point 4294967301 at index 0 is outside [0, 255]");
   check([&] { fake_quantize_per_tensor_affine(x, 1, 5, 5, 5); }, pt,
         "quant_min (5) must be below quant_max (5)");
-  check([&] { fake_quantize_per_channel_affine(x, vec({1, 1}), z3, 1, -128, 127); }, pc,
-        "expected 3 scales and zero points, got scale [2] and zero_point [3]");
+  check(
+      [&] {
+        fake_quantize_per_channel_affine(x, vec({1, 1}), z3, 1, -128, 127);
+      },
+      pc, "expected 3 scales and zero points, got scale [2] and zero_point [3]");
   check([&] { fake_quantize_per_channel_affine(x, s3, s3, 1, -128, 127); }, pc,
         "argument 'zero_point' must be int32, got float32 of shape [3]");
   check([&] { fake_quantize_per_channel_affine(x, s3, z3, 2, -128, 127); }, pc,
         "dim 2 is out of range for shape [2, 3]");
-  check([&] { fake_quantize_per_channel_affine(x, vec({1, 0, 1}), z3, 1, -128, 127); }, pc,
-        "scale must be positive and finite, got 0 at index 1");
+  check(
+      [&] {
+        fake_quantize_per_channel_affine(x, vec({1, 0, 1}), z3, 1, -128, 127);
+      },
+      pc, "scale must be positive and finite, got 0 at index 1");
   check([&] { fake_quantize_per_channel_affine(i3, s3, z3, 0, -128, 127); }, pc,
         "argument 'x' must be float32 or float64, got int32 of shape [3]");
   const std::string lt = "fake_quantize_learnable_per_tensor_affine";
@@ -304,13 +320,19 @@ BOOST_AUTO_TEST_CASE(error_messages) {
         "argument 'zero_point' must be float32, got int32 of shape [3]");
   check([&] { fake_quantize_learnable_per_tensor_affine(x, s3, vec({0}), 0, 255, 1); }, lt,
         "expected 1 scales and zero points, got scale [3] and zero_point [1]");
-  check([&] { fake_quantize_learnable_per_channel_affine(x, vec({1, -2, 1}), s3, 1, 0, 255, 1); }, lc,
-        "scale must be positive and finite, got -2 at index 1");
+  check(
+      [&] {
+        fake_quantize_learnable_per_channel_affine(x, vec({1, -2, 1}), s3, 1, 0, 255, 1);
+      },
+      lc, "scale must be positive and finite, got -2 at index 1");
   check([&] { fake_quantize_learnable_per_channel_affine(x, s3, s3, -3, 0, 255, 1); }, lc,
         "dim -3 is out of range for shape [2, 3]");
   const std::string la = "fake_quantize_learnable_amax";
-  check([&] { fake_quantize_learnable_amax(x, vec({1, 1}), QuantSpec{}); }, la,
-        "expected 1 amax values, got shape [2]");
+  check(
+      [&] {
+        fake_quantize_learnable_amax(x, vec({1, 1}), QuantSpec{});
+      },
+      la, "expected 1 amax values, got shape [2]");
   check([&] { fake_quantize_learnable_amax(x, vec({0}), QuantSpec{}); }, la,
         "amax must be positive and finite, got 0 at index 0");
   check([&] { fake_quantize_learnable_amax(x, s1, QuantSpec::activation_affine()); }, la,
@@ -319,12 +341,21 @@ BOOST_AUTO_TEST_CASE(error_messages) {
   check([&] { fake_quantize_fp8(x, s1, QuantSpec{}); }, "fake_quantize_fp8",
         "spec int8 symmetric per-tensor is not an FP8 format");
   const QuantSpec e4m3_axis1 = QuantSpec::fp8(Format::FP8_E4M3, Granularity::PerChannel, 1);
-  check([&] { fake_quantize_fp8(x, vec({1, 1}), e4m3_axis1); }, "fake_quantize_fp8",
-        "expected 3 scales, got shape [2]");
-  check([&] { fake_quantize(x, {s1, z1}, e4m3); }, "fake_quantize",
-        "spec fp8_e4m3 per-tensor is not an integer format; use fake_quantize_fp8");
-  check([&] { fake_quantize(x, {s3, z3}, QuantSpec::weight_per_channel(8, 0)); }, "fake_quantize",
-        "expected 2 scales and zero points, got scale [3] and zero_point [3]");
+  check(
+      [&] {
+        fake_quantize_fp8(x, vec({1, 1}), e4m3_axis1);
+      },
+      "fake_quantize_fp8", "expected 3 scales, got shape [2]");
+  check(
+      [&] {
+        fake_quantize(x, {s1, z1}, e4m3);
+      },
+      "fake_quantize", "spec fp8_e4m3 per-tensor is not an integer format; use fake_quantize_fp8");
+  check(
+      [&] {
+        fake_quantize(x, {s3, z3}, QuantSpec::weight_per_channel(8, 0));
+      },
+      "fake_quantize", "expected 2 scales and zero points, got scale [3] and zero_point [3]");
 }
 
 // ---- FakeQuantize switches ------------------------------------------------------------------

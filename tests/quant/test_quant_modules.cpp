@@ -1,6 +1,5 @@
 // The QAT layers, the learnable quantizer modules, the config registry and prepare_qat.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 
 #include "framework/autograd/ops.h"
@@ -17,12 +16,12 @@ namespace tt = boost::test_tools;
 
 namespace {
 std::shared_ptr<nn::Sequential> mlp() {
-  return std::make_shared<nn::Sequential>(nn::NamedModules{
-      {"quant", std::make_shared<QuantStub>()},
-      {"fc1", std::make_shared<nn::Linear>(8, 16)},
-      {"relu1", std::make_shared<nn::ReLU>()},
-      {"fc2", std::make_shared<nn::Linear>(16, 4)},
-      {"dequant", std::make_shared<DeQuantStub>()}});
+  return std::make_shared<nn::Sequential>(
+      nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                       {"fc1", std::make_shared<nn::Linear>(8, 16)},
+                       {"relu1", std::make_shared<nn::ReLU>()},
+                       {"fc2", std::make_shared<nn::Linear>(16, 4)},
+                       {"dequant", std::make_shared<DeQuantStub>()}});
 }
 
 std::vector<std::string> types(nn::Module& m) {
@@ -45,7 +44,8 @@ BOOST_AUTO_TEST_SUITE(qconfig_registry)
 
 BOOST_AUTO_TEST_CASE(presets_and_precedence) {
   QConfigRegistry reg;
-  for (const char* name : {"int8_default", "int8_lsq", "int4_lsq", "int8_pact", "fp8_e4m3", "int4_weight_block32"})
+  for (const char* name :
+       {"int8_default", "int8_lsq", "int4_lsq", "int8_pact", "fp8_e4m3", "int4_weight_block32"})
     BOOST_TEST(reg.contains(name), name);
   BOOST_TEST(reg.get("int8_default").weight->spec == QuantSpec::weight_per_channel(8));
   BOOST_TEST(reg.get("int8_default").activation->spec == QuantSpec::activation_affine(8));
@@ -73,16 +73,20 @@ BOOST_AUTO_TEST_CASE(user_configs_and_errors) {
   reg.register_config(mine);
   BOOST_TEST(reg.get("w6a8").weight->spec.bits == 6);
   BOOST_TEST(error_of([&] { reg.register_config(mine); }) ==
-             "QConfigRegistry::register_config: a config named 'w6a8' exists already (pass replace = true to overwrite it)");
+             "QConfigRegistry::register_config: a config named 'w6a8' exists already (pass replace = "
+             "true to overwrite it)");
   reg.register_config(mine, /*replace=*/true);
-  BOOST_TEST(error_of([&] { reg.register_config(QConfig{"skip", {}, {}}); }).find("reserved") != std::string::npos);
+  BOOST_TEST(error_of([&] {
+               reg.register_config(QConfig{"skip", {}, {}});
+             }).find("reserved") != std::string::npos);
   const std::string unknown = error_of([&] { reg.set_global("int3"); });
   BOOST_TEST(unknown.find("no config named 'int3'") != std::string::npos);
   BOOST_TEST(unknown.find("int8_default") != std::string::npos);
   QConfig bad{"bad", QuantizerConfig{.spec = QuantSpec::weight_per_channel(17)}, {}};
   BOOST_TEST(error_of([&] { reg.register_config(bad); }) ==
              "QuantSpec: bits must be in [2, 16] for integer formats, got 17");
-  QConfig mismatch{"mm", QuantizerConfig{.spec = QuantSpec::weight_per_channel(8), .kind = QuantizerKind::FP8}, {}};
+  QConfig mismatch{
+      "mm", QuantizerConfig{.spec = QuantSpec::weight_per_channel(8), .kind = QuantizerKind::FP8}, {}};
   BOOST_TEST(error_of([&] { reg.register_config(mismatch); }).find("kind FP8") != std::string::npos);
 }
 
@@ -96,7 +100,8 @@ BOOST_AUTO_TEST_CASE(swaps_fuses_and_keeps_parameter_handles) {
   const Tensor w1 = model->child("fc1")->parameter("weight");
   QConfigRegistry reg;
   const PrepareReport report = prepare_qat(*model, reg);
-  const std::vector<std::string> expect{"QuantStub", "LinearReLU", "Identity", "QuantLinear", "DeQuantStub"};
+  const std::vector<std::string> expect{"QuantStub", "LinearReLU", "Identity", "QuantLinear",
+                                        "DeQuantStub"};
   BOOST_TEST(types(*model) == expect, tt::per_element());
   BOOST_TEST(model->child("fc1")->parameter("weight").is_same(w1));
   BOOST_TEST(report.layers.size() == 3u);
@@ -114,9 +119,11 @@ BOOST_AUTO_TEST_CASE(swaps_fuses_and_keeps_parameter_handles) {
     BOOST_TEST((std::find(buffers.begin(), buffers.end(), n) != buffers.end()), n);
   auto q = std::dynamic_pointer_cast<QuantLinear>(model->child("fc1"));
   BOOST_TEST(q->weight_fake_quant()->label() == "fc1.weight_fake_quant");
-  BOOST_TEST(q->weight_fake_quant()->observer()->label() == "fc1.weight_fake_quant.activation_post_process");
-  BOOST_TEST(error_of([&] { prepare_qat(*model, reg); }) ==
-             "prepare_qat: module 'quant' is an already prepared QuantStub (the model was prepared before)");
+  BOOST_TEST(q->weight_fake_quant()->observer()->label() ==
+             "fc1.weight_fake_quant.activation_post_process");
+  BOOST_TEST(
+      error_of([&] { prepare_qat(*model, reg); }) ==
+      "prepare_qat: module 'quant' is an already prepared QuantStub (the model was prepared before)");
 }
 
 BOOST_AUTO_TEST_CASE(nan_input_names_the_observer) {
@@ -171,13 +178,16 @@ BOOST_AUTO_TEST_CASE(a_config_that_does_not_fit_leaves_the_model_unchanged) {
 }
 
 BOOST_AUTO_TEST_CASE(conv_bn_relu_fusion) {
-  auto model = std::make_shared<nn::Sequential>(nn::NamedModules{
-      {"conv", std::make_shared<nn::Conv2d>(2, 4, 3)}, {"bn", std::make_shared<nn::BatchNorm2d>(4)},
-      {"relu", std::make_shared<nn::ReLU>()}, {"conv2", std::make_shared<nn::Conv2d>(4, 4, 1)},
-      {"relu2", std::make_shared<nn::ReLU>()}});
+  auto model =
+      std::make_shared<nn::Sequential>(nn::NamedModules{{"conv", std::make_shared<nn::Conv2d>(2, 4, 3)},
+                                                        {"bn", std::make_shared<nn::BatchNorm2d>(4)},
+                                                        {"relu", std::make_shared<nn::ReLU>()},
+                                                        {"conv2", std::make_shared<nn::Conv2d>(4, 4, 1)},
+                                                        {"relu2", std::make_shared<nn::ReLU>()}});
   QConfigRegistry reg;
   prepare_qat(*model, reg);
-  const std::vector<std::string> expect{"ConvBnReLU2d", "Identity", "Identity", "ConvReLU2d", "Identity"};
+  const std::vector<std::string> expect{"ConvBnReLU2d", "Identity", "Identity", "ConvReLU2d",
+                                        "Identity"};
   BOOST_TEST(types(*model) == expect, tt::per_element());
   BOOST_TEST(model->submodule("conv.bn")->type_name() == "BatchNorm2d");
 }
@@ -191,7 +201,8 @@ BOOST_AUTO_TEST_CASE(quant_linear_matches_manual_fake_quant) {
   nn::Linear lin(8, 5);
   QConfigRegistry reg;
   const QConfig& c = reg.get("int8_default");
-  QuantLinear q(lin, make_quantizer(*c.weight, lin.weight().shape()), make_quantizer(*c.activation, Shape{1, 5}), true);
+  QuantLinear q(lin, make_quantizer(*c.weight, lin.weight().shape()),
+                make_quantizer(*c.activation, Shape{1, 5}), true);
   Generator gen(3);
   Tensor x = Tensor::uniform(Shape{6, 8}, -1, 1, gen);
   Tensor y = q.forward(x);
@@ -199,13 +210,15 @@ BOOST_AUTO_TEST_CASE(quant_linear_matches_manual_fake_quant) {
   const QParams wq = q.weight_fake_quant()->qparams();
   for (std::int64_t o = 0; o < 5; ++o) {
     float amax = 0;
-    for (std::int64_t i = 0; i < 8; ++i) amax = std::max(amax, std::fabs(lin.weight().data<float>()[o * 8 + i]));
+    for (std::int64_t i = 0; i < 8; ++i)
+      amax = std::max(amax, std::fabs(lin.weight().data<float>()[o * 8 + i]));
     BOOST_TEST(wq.scale.data<float>()[o] == amax / 127.5f);
     BOOST_TEST(wq.zero_point.data<std::int32_t>()[o] == 0);
   }
   Tensor w_fq = fake_quantize(lin.weight(), wq, QuantSpec::weight_per_channel(8));
   Tensor pre = relu(linear(x, w_fq, lin.bias()));
-  Tensor expect = fake_quantize(pre, q.activation_fake_quant()->qparams(), QuantSpec::activation_affine(8));
+  Tensor expect =
+      fake_quantize(pre, q.activation_fake_quant()->qparams(), QuantSpec::activation_affine(8));
   BOOST_TEST(y.to_vector<float>() == expect.to_vector<float>(), tt::per_element());
   // gradients reach the float weight through the straight-through estimator
   sum(y).backward();
@@ -214,8 +227,9 @@ BOOST_AUTO_TEST_CASE(quant_linear_matches_manual_fake_quant) {
 }
 
 BOOST_AUTO_TEST_CASE(eval_mode_never_moves_qparams) {
-  auto fq = std::make_shared<FakeQuantize>(QuantSpec::activation_affine(8),
-                                           std::make_shared<MovingAverageMinMaxObserver>(QuantSpec::activation_affine(8)));
+  auto fq = std::make_shared<FakeQuantize>(
+      QuantSpec::activation_affine(8),
+      std::make_shared<MovingAverageMinMaxObserver>(QuantSpec::activation_affine(8)));
   Generator gen(4);
   fq->forward(Tensor::uniform(Shape{100}, 0, 1, gen));
   const float scale = fq->scale().item();
@@ -297,8 +311,10 @@ BOOST_AUTO_TEST_CASE(lsq_init_and_symmetric_zero_point) {
   Tensor w = Tensor::from_vector<float>({1, -1, 2, -2, 0.5f, 0.5f, -0.5f, 0.5f}, Shape{2, 4});
   lsq.forward(w);
   // scale = 2 mean(|w|) / sqrt(qmax), qmax = 7
-  BOOST_TEST(lsq.scale().data<float>()[0] == static_cast<float>(2 * 1.5 / std::sqrt(7.0)), tt::tolerance(1e-6f));
-  BOOST_TEST(lsq.scale().data<float>()[1] == static_cast<float>(2 * 0.5 / std::sqrt(7.0)), tt::tolerance(1e-6f));
+  BOOST_TEST(lsq.scale().data<float>()[0] == static_cast<float>(2 * 1.5 / std::sqrt(7.0)),
+             tt::tolerance(1e-6f));
+  BOOST_TEST(lsq.scale().data<float>()[1] == static_cast<float>(2 * 0.5 / std::sqrt(7.0)),
+             tt::tolerance(1e-6f));
   BOOST_TEST(!lsq.zero_point().requires_grad());
   BOOST_TEST(lsq.qparams().zero_point.data<std::int32_t>()[0] == 0);
 }
@@ -334,7 +350,8 @@ BOOST_AUTO_TEST_CASE(presets_train_and_steady_state_allocates_nothing) {
     optim::SGD opt(model->named_parameters(), {.lr = 0.1, .momentum = 0.9});
     Tensor x = Tensor::uniform(Shape{32, 8}, -1, 1, gen);
     std::vector<std::int64_t> y(32);
-    for (int i = 0; i < 32; ++i) y[i] = (x.data<float>()[i * 8] > 0 ? 1 : 0) + (x.data<float>()[i * 8 + 1] > 0 ? 2 : 0);
+    for (int i = 0; i < 32; ++i)
+      y[i] = (x.data<float>()[i * 8] > 0 ? 1 : 0) + (x.data<float>()[i * 8 + 1] > 0 ? 2 : 0);
     const Tensor labels = Tensor::from_vector<std::int64_t>(y, Shape{32});
     double first = 0, last = 0;
     std::uint64_t fresh_before = 0;

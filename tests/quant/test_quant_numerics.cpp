@@ -3,9 +3,8 @@
 // central differences in float64 away from kinks), per-block fake quantization with double
 // quantization of the block scales, and the documented divergence from PyTorch where its
 // kernel overflows an int64.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -257,7 +256,8 @@ BOOST_AUTO_TEST_CASE(divergence_huge_and_inf) {
   BOOST_TEST(x.grad().to_vector<float>() == F(7, 0.0f), tt::per_element());
   BOOST_TEST(fake_quantize_per_channel_affine(vec(xs).view_as_shape(Shape{1, 7}), vec({1}),
                                               Tensor::full(Shape{1}, 3, DType::Int32), 0, 0, 255)
-                 .to_vector<float>() == expect, tt::per_element());
+                     .to_vector<float>() == expect,
+             tt::per_element());
   // learnable: forward as above; the backward classifies +inf as above qmax, -inf / NaN below qmin
   Tensor xl = vec(xs).requires_grad_(), s = vec({1}).requires_grad_(), z = vec({3}).requires_grad_();
   Tensor yl = fake_quantize_learnable_per_tensor_affine(xl, s, z, 0, 255, 1.0);
@@ -273,7 +273,8 @@ BOOST_AUTO_TEST_CASE(divergence_huge_and_inf) {
   sum(ya).backward();
   BOOST_TEST(xa.grad().to_vector<float>() == (F{0, 0, 0}), tt::per_element());
   BOOST_TEST(fake_quantize_fp8(vec({kInf, -kInf}), vec({2}), QuantSpec::fp8(Format::FP8_E4M3))
-                 .to_vector<float>() == (F{896, -896}), tt::per_element());
+                     .to_vector<float>() == (F{896, -896}),
+             tt::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -66,22 +66,22 @@ ConvGeom conv_geom(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   QAT_REQUIRE(w.numel() > 0, "conv2d", "weight of shape ", w.shape(), " is empty");
   QAT_REQUIRE(p.stride[0] > 0 && p.stride[1] > 0, "conv2d", "stride must be positive, got ",
               str(p.stride));
-  QAT_REQUIRE(p.dilation[0] > 0 && p.dilation[1] > 0, "conv2d",
-              "dilation must be positive, got ", str(p.dilation));
-  QAT_REQUIRE(p.padding[0] >= 0 && p.padding[1] >= 0, "conv2d",
-              "padding must be non-negative, got ", str(p.padding));
+  QAT_REQUIRE(p.dilation[0] > 0 && p.dilation[1] > 0, "conv2d", "dilation must be positive, got ",
+              str(p.dilation));
+  QAT_REQUIRE(p.padding[0] >= 0 && p.padding[1] >= 0, "conv2d", "padding must be non-negative, got ",
+              str(p.padding));
   const i64 C = x.size(1), O = w.size(0), G = p.groups;
   QAT_REQUIRE(G > 0 && C % G == 0 && O % G == 0, "conv2d", "groups=", G,
-              " must be positive and divide both the input channels (", C,
-              ") and the output channels (", O, ")");
+              " must be positive and divide both the input channels (", C, ") and the output channels (",
+              O, ")");
   QAT_REQUIRE(w.size(1) * G == C, "conv2d", "weight of shape ", w.shape(), " with groups=", G,
               " expects ", w.size(1) * G, " input channels, but x of shape ", x.shape(), " has ", C);
-  ConvGeom g{x.size(0), C, x.size(2), x.size(3), O, w.size(2), w.size(3), G, C / G, O / G, 0, 0,
-             p.stride, p.padding, p.dilation};
+  ConvGeom g{x.size(0), C,     x.size(2), x.size(3), O,        w.size(2), w.size(3), G,
+             C / G,     O / G, 0,         0,         p.stride, p.padding, p.dilation};
   const i64 ekh = p.dilation[0] * (g.kh - 1) + 1, ekw = p.dilation[1] * (g.kw - 1) + 1;
   const i64 hp = g.H + 2 * p.padding[0], wp = g.W + 2 * p.padding[1];
-  QAT_REQUIRE(ekh <= hp && ekw <= wp, "conv2d", "kernel ", g.kh, "x", g.kw, " (dilated ", ekh, "x",
-              ekw, ") is larger than the padded input ", hp, "x", wp);
+  QAT_REQUIRE(ekh <= hp && ekw <= wp, "conv2d", "kernel ", g.kh, "x", g.kw, " (dilated ", ekh, "x", ekw,
+              ") is larger than the padded input ", hp, "x", wp);
   g.Ho = (hp - ekh) / p.stride[0] + 1;
   g.Wo = (wp - ekw) / p.stride[1] + 1;
   if (b.defined()) {
@@ -219,66 +219,66 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         }
       }
   });
-  autograd::record(out, "conv2d", {x, weight, bias},
-                   [g](const Tensor& gout, const Inputs& in, Grads& gi) {
-    const Tensor &X = in[0], &Wt = in[1], &B = in[2];
-    const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
-    detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
-      const T* pg = gout.data<T>();
-      const bool need_b = B.defined() && B.requires_grad();
-      std::vector<double> db(need_b ? g.O : 0);  // summed over n in order, while dY_n is in cache
-      const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
-      const bool dx_conv = need_x && g.dx_as_convolution();
-      const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
-      const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
-      Tensor xpad = Tensor::zeros(Shape{padded}, gout.dtype());               // padded x_n
-      Tensor dpad = Tensor::zeros(Shape{dpadded}, gout.dtype());              // padded dY_ng, or dx_n
-      Tensor wt = Tensor::empty(Shape{K * g.Og}, gout.dtype());               // flipped W_g, or W_g^T
-      Tensor dwt = Tensor::empty(Shape{K * g.Og}, gout.dtype());              // dW_g^T
-      Tensor cols = Tensor::empty(Shape{dx_conv ? 1 : K * P}, gout.dtype());  // W_g^T dY
-      T *xp = xpad.data<T>(), *dp = dpad.data<T>(), *pwt = wt.data<T>(), *col = cols.data<T>();
-      if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
-      if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
-      for (i64 grp = 0; grp < g.groups; ++grp) {
-        const T* w = Wt.data<T>() + grp * g.Og * K;
-        if (dx_conv)
-          flip_kernel(w, g, pwt);
-        else if (need_x)
-          transpose(w, g.Og, K, pwt);
-        for (i64 n = 0; n < g.N; ++n) {
-          const T* dy = pg + (n * g.O + grp * g.Og) * P;  // (Og, P)
-          const i64 first = (n * g.C + grp * g.Cg) * plane;
-          T* dx = need_x ? gi[0].data<T>() + first : nullptr;
-          if (need_b)
-            for (i64 o = 0; o < g.Og; ++o) db[grp * g.Og + o] += sum_lanes(dy + o * P, P);
-          if (need_w) {  // dW_g^T += col dY^T
-            pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
-                       g.padding[1]);
-            gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
-                             n > 0 ? 1 : 0, dwt.data<T>(), g.Og);
+  autograd::record(
+      out, "conv2d", {x, weight, bias}, [g](const Tensor& gout, const Inputs& in, Grads& gi) {
+        const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+        const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
+        detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
+          const T* pg = gout.data<T>();
+          const bool need_b = B.defined() && B.requires_grad();
+          std::vector<double> db(need_b ? g.O : 0);  // summed over n in order, while dY_n is in cache
+          const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
+          const bool dx_conv = need_x && g.dx_as_convolution();
+          const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
+          const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
+          Tensor xpad = Tensor::zeros(Shape{padded}, gout.dtype());   // padded x_n
+          Tensor dpad = Tensor::zeros(Shape{dpadded}, gout.dtype());  // padded dY_ng, or dx_n
+          Tensor wt = Tensor::empty(Shape{K * g.Og}, gout.dtype());   // flipped W_g, or W_g^T
+          Tensor dwt = Tensor::empty(Shape{K * g.Og}, gout.dtype());  // dW_g^T
+          Tensor cols = Tensor::empty(Shape{dx_conv ? 1 : K * P}, gout.dtype());  // W_g^T dY
+          T *xp = xpad.data<T>(), *dp = dpad.data<T>(), *pwt = wt.data<T>(), *col = cols.data<T>();
+          if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
+          if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
+          for (i64 grp = 0; grp < g.groups; ++grp) {
+            const T* w = Wt.data<T>() + grp * g.Og * K;
+            if (dx_conv)
+              flip_kernel(w, g, pwt);
+            else if (need_x)
+              transpose(w, g.Og, K, pwt);
+            for (i64 n = 0; n < g.N; ++n) {
+              const T* dy = pg + (n * g.O + grp * g.Og) * P;  // (Og, P)
+              const i64 first = (n * g.C + grp * g.Cg) * plane;
+              T* dx = need_x ? gi[0].data<T>() + first : nullptr;
+              if (need_b)
+                for (i64 o = 0; o < g.Og; ++o) db[grp * g.Og + o] += sum_lanes(dy + o * P, P);
+              if (need_w) {  // dW_g^T += col dY^T
+                pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
+                           g.padding[1]);
+                gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
+                                 n > 0 ? 1 : 0, dwt.data<T>(), g.Og);
+              }
+              if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
+                pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
+                gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pwt, g.Kd(), dp, doff.tap.data(),
+                                 doff.pos.data(), 0, dx, plane);
+              } else if (need_x) {  // dx = col2im(W_g^T dY)
+                gemm<T>(false, false, K, P, g.Og, 1, pwt, g.Og, dy, P, 0, col, P);
+                std::fill_n(dp, padded, T(0));
+                col2im(col, dp, g);
+                for (i64 c = 0; c < g.Cg; ++c)
+                  for (i64 h = 0; h < g.H; ++h)
+                    std::copy_n(dp + (c * g.Hp() + h + g.padding[0]) * g.Wp() + g.padding[1], g.W,
+                                dx + (c * g.H + h) * g.W);
+              }
+            }
+            if (need_w) transpose(dwt.data<T>(), K, g.Og, gi[1].data<T>() + grp * g.Og * K);
           }
-          if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
-            pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
-            gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pwt, g.Kd(), dp, doff.tap.data(),
-                             doff.pos.data(), 0, dx, plane);
-          } else if (need_x) {  // dx = col2im(W_g^T dY)
-            gemm<T>(false, false, K, P, g.Og, 1, pwt, g.Og, dy, P, 0, col, P);
-            std::fill_n(dp, padded, T(0));
-            col2im(col, dp, g);
-            for (i64 c = 0; c < g.Cg; ++c)
-              for (i64 h = 0; h < g.H; ++h)
-                std::copy_n(dp + (c * g.Hp() + h + g.padding[0]) * g.Wp() + g.padding[1], g.W,
-                            dx + (c * g.H + h) * g.W);
+          if (need_b) {
+            gi[2] = Tensor::empty(B.shape(), B.dtype());
+            for (i64 o = 0; o < g.O; ++o) gi[2].data<T>()[o] = static_cast<T>(db[o]);
           }
-        }
-        if (need_w) transpose(dwt.data<T>(), K, g.Og, gi[1].data<T>() + grp * g.Og * K);
-      }
-      if (need_b) {
-        gi[2] = Tensor::empty(B.shape(), B.dtype());
-        for (i64 o = 0; o < g.O; ++o) gi[2].data<T>()[o] = static_cast<T>(db[o]);
-      }
-    });
-  });
+        });
+      });
   return out;
 }
 

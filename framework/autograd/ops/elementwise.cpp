@@ -16,8 +16,8 @@ namespace {
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
   require_float(a, fn, "a");
   require_float(b, fn, "b");
-  QAT_REQUIRE(a.dtype() == b.dtype(), fn, "dtype mismatch: a is ", dtype_name(a.dtype()),
-              ", b is ", dtype_name(b.dtype()));
+  QAT_REQUIRE(a.dtype() == b.dtype(), fn, "dtype mismatch: a is ", dtype_name(a.dtype()), ", b is ",
+              dtype_name(b.dtype()));
 }
 
 // o[i] = f(a[i * ia], b[i * ib]) for unit or zero strides, each case its own vectorised loop.
@@ -168,8 +168,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = detail::binary_forward(a, b, "div", [](auto x, auto y) { return x / y; });
   autograd::record(out, "div", {a, b}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     if (in[0].requires_grad()) gi[0] = sum_to(div(g, in[1]), in[0].shape());
-    if (in[1].requires_grad())
-      gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), in[1].shape());
+    if (in[1].requires_grad()) gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), in[1].shape());
   });
   return out;
 }
@@ -191,7 +190,8 @@ Tensor add(const Tensor& x, double s) {
 // d(x*s) = g*s
 Tensor mul(const Tensor& x, double s) {
   Tensor out = detail::map(x, "mul", [s](auto v) { return v * static_cast<decltype(v)>(s); });
-  autograd::record(out, "mul_scalar", {x}, [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = mul(g, s); });
+  autograd::record(out, "mul_scalar", {x},
+                   [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = mul(g, s); });
   return out;
 }
 
@@ -199,7 +199,8 @@ Tensor mul(const Tensor& x, double s) {
 Tensor div(const Tensor& x, double s) {
   QAT_REQUIRE(s != 0.0, "div", "division by the scalar 0");
   Tensor out = detail::map(x, "div", [s](auto v) { return v / static_cast<decltype(v)>(s); });
-  autograd::record(out, "div_scalar", {x}, [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = div(g, s); });
+  autograd::record(out, "div_scalar", {x},
+                   [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = div(g, s); });
   return out;
 }
 

@@ -23,8 +23,8 @@ MatmulDims matmul_dims(const Tensor& a, const Tensor& b) {
   QAT_REQUIRE((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && b.dim() == 3), "matmul",
               "expected (M,K)x(K,N) or (B,M,K)x(B,K,N), got ", a.shape(), " x ", b.shape());
   const bool batched = a.dim() == 3;
-  QAT_REQUIRE(a.size(-1) == b.size(-2) && (!batched || a.size(0) == b.size(0)), "matmul",
-              "shapes ", a.shape(), " and ", b.shape(), " are not compatible");
+  QAT_REQUIRE(a.size(-1) == b.size(-2) && (!batched || a.size(0) == b.size(0)), "matmul", "shapes ",
+              a.shape(), " and ", b.shape(), " are not compatible");
   return {batched ? a.size(0) : 1, a.size(-2), a.size(-1), b.size(-1)};
 }
 }  // namespace
@@ -67,13 +67,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   QAT_REQUIRE(weight.dtype() == x.dtype(), "linear", "weight is ", dtype_name(weight.dtype()),
               " but x is ", dtype_name(x.dtype()));
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear", "x of shape ", x.shape(),
-              " does not match weight of shape ", weight.shape(), " (in_features ",
-              weight.size(1), ")");
+              " does not match weight of shape ", weight.shape(), " (in_features ", weight.size(1), ")");
   const std::int64_t out_f = weight.size(0), in_f = weight.size(1), rows = x.numel() / in_f;
   if (bias.defined()) {
     QAT_REQUIRE(bias.dtype() == x.dtype() && bias.dim() == 1 && bias.size(0) == out_f, "linear",
-                "bias must be ", dtype_name(x.dtype()), "[", out_f, "], got ",
-                dtype_name(bias.dtype()), bias.shape());
+                "bias must be ", dtype_name(x.dtype()), "[", out_f, "], got ", dtype_name(bias.dtype()),
+                bias.shape());
   }
   Shape os = x.shape();
   os[os.rank() - 1] = out_f;
@@ -90,27 +89,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
   autograd::record(out, "linear", {x, weight, bias},
                    [rows, in_f, out_f](const Tensor& g, const Inputs& in, Grads& gi) {
-    const Tensor &X = in[0], &W = in[1], &b = in[2];
-    detail::dispatch_float(g.dtype(), "linear_backward", [&]<class T>() {
-      const T* G = g.data<T>();
-      if (X.requires_grad()) {
-        gi[0] = Tensor::empty(X.shape(), X.dtype());
-        gemm<T>(false, false, rows, in_f, out_f, 1, G, out_f, W.data<T>(), in_f, 0,
-                gi[0].data<T>(), in_f);
-      }
-      if (W.requires_grad()) {
-        gi[1] = Tensor::empty(W.shape(), W.dtype());
-        gemm<T>(true, false, out_f, in_f, rows, 1, G, out_f, X.data<T>(), in_f, 0,
-                gi[1].data<T>(), in_f);
-      }
-      if (b.defined() && b.requires_grad()) {
-        gi[2] = Tensor::zeros(b.shape(), b.dtype());
-        T* db = gi[2].data<T>();
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t j = 0; j < out_f; ++j) db[j] += G[r * out_f + j];
-      }
-    });
-  });
+                     const Tensor &X = in[0], &W = in[1], &b = in[2];
+                     detail::dispatch_float(g.dtype(), "linear_backward", [&]<class T>() {
+                       const T* G = g.data<T>();
+                       if (X.requires_grad()) {
+                         gi[0] = Tensor::empty(X.shape(), X.dtype());
+                         gemm<T>(false, false, rows, in_f, out_f, 1, G, out_f, W.data<T>(), in_f, 0,
+                                 gi[0].data<T>(), in_f);
+                       }
+                       if (W.requires_grad()) {
+                         gi[1] = Tensor::empty(W.shape(), W.dtype());
+                         gemm<T>(true, false, out_f, in_f, rows, 1, G, out_f, X.data<T>(), in_f, 0,
+                                 gi[1].data<T>(), in_f);
+                       }
+                       if (b.defined() && b.requires_grad()) {
+                         gi[2] = Tensor::zeros(b.shape(), b.dtype());
+                         T* db = gi[2].data<T>();
+                         for (std::int64_t r = 0; r < rows; ++r)
+                           for (std::int64_t j = 0; j < out_f; ++j) db[j] += G[r * out_f + j];
+                       }
+                     });
+                   });
   return out;
 }
 

@@ -43,20 +43,21 @@ Tensor log_softmax(const Tensor& x, int dim) {
   });
   autograd::record(out, "log_softmax", {x},
                    [y = out.detach(), outer, n, inner](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = Tensor::empty(g.shape(), g.dtype());
-    detail::dispatch_float(g.dtype(), "log_softmax_backward", [&]<class T>() {
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t i = 0; i < inner; ++i) {
-          const std::int64_t base = o * n * inner + i;
-          const T* pg = g.data<T>() + base;
-          const T* py = y.data<T>() + base;
-          T* pd = gi[0].data<T>() + base;
-          T gsum = 0;
-          for (std::int64_t k = 0; k < n; ++k) gsum += pg[k * inner];
-          for (std::int64_t k = 0; k < n; ++k) pd[k * inner] = pg[k * inner] - std::exp(py[k * inner]) * gsum;
-        }
-    });
-  });
+                     gi[0] = Tensor::empty(g.shape(), g.dtype());
+                     detail::dispatch_float(g.dtype(), "log_softmax_backward", [&]<class T>() {
+                       for (std::int64_t o = 0; o < outer; ++o)
+                         for (std::int64_t i = 0; i < inner; ++i) {
+                           const std::int64_t base = o * n * inner + i;
+                           const T* pg = g.data<T>() + base;
+                           const T* py = y.data<T>() + base;
+                           T* pd = gi[0].data<T>() + base;
+                           T gsum = 0;
+                           for (std::int64_t k = 0; k < n; ++k) gsum += pg[k * inner];
+                           for (std::int64_t k = 0; k < n; ++k)
+                             pd[k * inner] = pg[k * inner] - std::exp(py[k * inner]) * gsum;
+                         }
+                     });
+                   });
   return out;
 }
 
@@ -67,8 +68,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   QAT_REQUIRE(labels.defined() && (labels.dtype() == DType::Int64 || labels.dtype() == DType::Int32),
               "cross_entropy", "labels must be an int64 or int32 tensor, got ",
               labels.defined() ? dtype_name(labels.dtype()) : "undefined");
-  QAT_REQUIRE(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy",
-              "labels of shape ", labels.shape(), " do not match logits of shape ", logits.shape());
+  QAT_REQUIRE(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy", "labels of shape ",
+              labels.shape(), " do not match logits of shape ", logits.shape());
   const std::int64_t N = logits.size(0), C = logits.size(1);
   QAT_REQUIRE(N > 0, "cross_entropy", "empty batch");
   const Tensor targets = labels.dtype() == DType::Int64 ? labels : labels.to(DType::Int64);
@@ -88,18 +89,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   });
   autograd::record(out, "cross_entropy", {logits},
                    [logp, targets, N, C](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = Tensor::empty(logp.shape(), logp.dtype());
-    detail::dispatch_float(g.dtype(), "cross_entropy_backward", [&]<class T>() {
-      const T scale = *g.data<T>() / static_cast<T>(N);
-      const T* lp = logp.data<T>();
-      const std::int64_t* y = targets.data<std::int64_t>();
-      T* d = gi[0].data<T>();
-      for (std::int64_t i = 0; i < N; ++i) {
-        for (std::int64_t c = 0; c < C; ++c) d[i * C + c] = std::exp(lp[i * C + c]) * scale;
-        d[i * C + y[i]] -= scale;
-      }
-    });
-  });
+                     gi[0] = Tensor::empty(logp.shape(), logp.dtype());
+                     detail::dispatch_float(g.dtype(), "cross_entropy_backward", [&]<class T>() {
+                       const T scale = *g.data<T>() / static_cast<T>(N);
+                       const T* lp = logp.data<T>();
+                       const std::int64_t* y = targets.data<std::int64_t>();
+                       T* d = gi[0].data<T>();
+                       for (std::int64_t i = 0; i < N; ++i) {
+                         for (std::int64_t c = 0; c < C; ++c)
+                           d[i * C + c] = std::exp(lp[i * C + c]) * scale;
+                         d[i * C + y[i]] -= scale;
+                       }
+                     });
+                   });
   return out;
 }
 
@@ -107,9 +109,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   require_float(input, "mse_loss", "input");
   require_float(target, "mse_loss", "target");
-  QAT_REQUIRE(input.shape() == target.shape() && input.dtype() == target.dtype(), "mse_loss",
-              "input ", dtype_name(input.dtype()), input.shape(), " and target ",
-              dtype_name(target.dtype()), target.shape(), " must match");
+  QAT_REQUIRE(input.shape() == target.shape() && input.dtype() == target.dtype(), "mse_loss", "input ",
+              dtype_name(input.dtype()), input.shape(), " and target ", dtype_name(target.dtype()),
+              target.shape(), " must match");
   QAT_REQUIRE(input.numel() > 0, "mse_loss", "empty input");
   const std::int64_t n = input.numel();
   Tensor out = Tensor::empty(Shape{}, input.dtype());

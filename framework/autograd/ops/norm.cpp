@@ -24,8 +24,8 @@ struct BnView {
 
 void require_channel_vector(const Tensor& t, i64 C, const char* arg) {
   require_float(t, "batch_norm", arg);
-  QAT_REQUIRE(t.dim() == 1 && t.size(0) == C, "batch_norm", "argument '", arg, "' must have shape [",
-              C, "], got ", t.shape());
+  QAT_REQUIRE(t.dim() == 1 && t.size(0) == C, "batch_norm", "argument '", arg, "' must have shape [", C,
+              "], got ", t.shape());
 }
 
 BnView bn_view(const Tensor& x, const Tensor& rm, const Tensor& rv, const Tensor& w, const Tensor& b,
@@ -47,8 +47,7 @@ BnView bn_view(const Tensor& x, const Tensor& rm, const Tensor& rv, const Tensor
     require_channel_vector(rm, v.C, "running_mean");
     require_channel_vector(rv, v.C, "running_var");
   }
-  QAT_REQUIRE(training || rm.defined(), "batch_norm",
-              "eval mode needs running_mean and running_var");
+  QAT_REQUIRE(training || rm.defined(), "batch_norm", "eval mode needs running_mean and running_var");
   QAT_REQUIRE(!training || v.M() > 1, "batch_norm",
               "expected more than 1 value per channel when training, got x of shape ", x.shape());
   QAT_REQUIRE(momentum >= 0 && momentum <= 1, "batch_norm", "momentum must be in [0, 1], got ",
@@ -102,8 +101,8 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
       for (i64 c = 0; c < v.C; ++c) {
         const double m = channel_sum(v, c, [px](i64 at) { return double(px[at]); }) / double(v.M());
-        var[c] = channel_sum(v, c, [px, m](i64 at) { return (px[at] - m) * (px[at] - m); }) /
-                 double(v.M());
+        var[c] =
+            channel_sum(v, c, [px, m](i64 at) { return (px[at] - m) * (px[at] - m); }) / double(v.M());
         mean[c] = m;
       }
     } else {
@@ -133,36 +132,37 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
       });
     }
   });
-  autograd::record(out, "batch_norm", {x, weight, bias},
-                   [v, training, mean = std::move(mean), invstd = std::move(invstd)](
-                       const Tensor& g, const Inputs& in, Grads& gi) {
-    const Tensor &X = in[0], &Wt = in[1], &B = in[2];
-    const bool need_x = X.requires_grad(), need_w = Wt.defined() && Wt.requires_grad(),
-               need_b = B.defined() && B.requires_grad();
-    if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
-    if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
-    if (need_b) gi[2] = Tensor::empty(B.shape(), B.dtype());
-    detail::dispatch_float(g.dtype(), "batch_norm_backward", [&]<class T>() {
-      const T* pg = g.data<T>();
-      const T* px = X.data<T>();
-      const T* pw = Wt.defined() ? Wt.data<T>() : nullptr;
+  autograd::record(
+      out, "batch_norm", {x, weight, bias},
+      [v, training, mean = std::move(mean), invstd = std::move(invstd)](const Tensor& g,
+                                                                        const Inputs& in, Grads& gi) {
+        const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+        const bool need_x = X.requires_grad(), need_w = Wt.defined() && Wt.requires_grad(),
+                   need_b = B.defined() && B.requires_grad();
+        if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
+        if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
+        if (need_b) gi[2] = Tensor::empty(B.shape(), B.dtype());
+        detail::dispatch_float(g.dtype(), "batch_norm_backward", [&]<class T>() {
+          const T* pg = g.data<T>();
+          const T* px = X.data<T>();
+          const T* pw = Wt.defined() ? Wt.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
-      for (i64 c = 0; c < v.C; ++c) {
-        const double m = mean[c], sg = channel_sum(v, c, [pg](i64 at) { return double(pg[at]); });
-        const double sgx =  // sum(g * xhat)
-            channel_sum(v, c, [pg, px, m](i64 at) { return pg[at] * (px[at] - m); }) * invstd[c];
-        if (need_w) gi[1].data<T>()[c] = static_cast<T>(sgx);
-        if (need_b) gi[2].data<T>()[c] = static_cast<T>(sg);
-        if (!need_x) continue;
-        const double k = invstd[c] * (pw ? pw[c] : 1.0), M = static_cast<double>(v.M());
-        const double mg = training ? sg / M : 0, kx = training ? k * invstd[c] * sgx / M : 0;
-        T* pd = gi[0].data<T>();
-        for (i64 n = 0; n < v.N; ++n)
-          for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i)
-            pd[i] = static_cast<T>(k * (pg[i] - mg) - kx * (px[i] - m));  // k (g - mg - xhat mgx)
-      }
-    });
-  });
+          for (i64 c = 0; c < v.C; ++c) {
+            const double m = mean[c], sg = channel_sum(v, c, [pg](i64 at) { return double(pg[at]); });
+            const double sgx =  // sum(g * xhat)
+                channel_sum(v, c, [pg, px, m](i64 at) { return pg[at] * (px[at] - m); }) * invstd[c];
+            if (need_w) gi[1].data<T>()[c] = static_cast<T>(sgx);
+            if (need_b) gi[2].data<T>()[c] = static_cast<T>(sg);
+            if (!need_x) continue;
+            const double k = invstd[c] * (pw ? pw[c] : 1.0), M = static_cast<double>(v.M());
+            const double mg = training ? sg / M : 0, kx = training ? k * invstd[c] * sgx / M : 0;
+            T* pd = gi[0].data<T>();
+            for (i64 n = 0; n < v.N; ++n)
+              for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i)
+                pd[i] = static_cast<T>(k * (pg[i] - mg) - kx * (px[i] - m));  // k (g - mg - xhat mgx)
+          }
+        });
+      });
   return out;
 }
 

@@ -51,8 +51,8 @@ Windows sliding(const Tensor& x, const Pool2dParams& p, bool count_include_pad, 
               "padding must be between 0 and half the kernel ", str(k), ", got ", str(pad));
   Windows w{x.size(0) * x.size(1), x.size(2), x.size(3), 0, 0, k, s, pad, {}, {}, {}, {}, {}, {}};
   const i64 hp = w.H + 2 * pad[0], wp = w.W + 2 * pad[1];
-  QAT_REQUIRE(hp >= k[0] && wp >= k[1], fn, "kernel ", str(k), " is larger than the padded input ",
-              hp, "x", wp, " (x of shape ", x.shape(), ")");
+  QAT_REQUIRE(hp >= k[0] && wp >= k[1], fn, "kernel ", str(k), " is larger than the padded input ", hp,
+              "x", wp, " (x of shape ", x.shape(), ")");
   w.Ho = (hp - k[0]) / s[0] + 1;
   w.Wo = (wp - k[1]) / s[1] + 1;
   auto axis = [&](i64 n_out, i64 n_in, int d, std::vector<i64>& lo, std::vector<i64>& hi,
@@ -73,8 +73,8 @@ Windows sliding(const Tensor& x, const Pool2dParams& p, bool count_include_pad, 
 Windows adaptive(const Tensor& x, Pair out, const char* fn) {
   require_input(x, fn);
   QAT_REQUIRE(out[0] > 0 && out[1] > 0, fn, "output_size must be positive, got ", str(out));
-  Windows w{x.size(0) * x.size(1), x.size(2), x.size(3), out[0], out[1], {}, {}, {}, {}, {}, {}, {},
-            {}, {}};
+  Windows w{
+      x.size(0) * x.size(1), x.size(2), x.size(3), out[0], out[1], {}, {}, {}, {}, {}, {}, {}, {}, {}};
   auto axis = [](i64 n_out, i64 n_in, std::vector<i64>& lo, std::vector<i64>& hi,
                  std::vector<double>& count) {
     for (i64 o = 0; o < n_out; ++o) {

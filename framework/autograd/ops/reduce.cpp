@@ -77,7 +77,8 @@ Tensor reduce_sum(const Tensor& x, const AxisView& v) {
         po[o] = sum_contiguous(px + o * v.n, v.n);
         continue;
       }
-      for (std::int64_t k = 0; k < v.n; ++k) add_row(px + (o * v.n + k) * v.inner, po + o * v.inner, v.inner);
+      for (std::int64_t k = 0; k < v.n; ++k)
+        add_row(px + (o * v.n + k) * v.inner, po + o * v.inner, v.inner);
     }
   });
   return out;

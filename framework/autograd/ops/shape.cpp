@@ -14,7 +14,8 @@ Shape infer_shape(const Shape& from, const std::vector<std::int64_t>& dims, cons
   std::int64_t known = 1;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1) {
-      QAT_REQUIRE(infer < 0, fn, "only one dimension can be -1, got two (positions ", infer, " and ", i, ")");
+      QAT_REQUIRE(infer < 0, fn, "only one dimension can be -1, got two (positions ", infer, " and ", i,
+                  ")");
       infer = static_cast<int>(i);
     } else {
       QAT_REQUIRE(dims[i] >= 0, fn, "invalid dimension ", dims[i], " at position ", i);
@@ -23,8 +24,10 @@ Shape infer_shape(const Shape& from, const std::vector<std::int64_t>& dims, cons
   }
   std::vector<std::int64_t> out = dims;
   if (infer >= 0) {
-    QAT_REQUIRE(known != 0 && from.numel() % known == 0, fn, "cannot infer the -1 dimension when "
-                "reshaping ", from, " (", from.numel(), " elements)");
+    QAT_REQUIRE(known != 0 && from.numel() % known == 0, fn,
+                "cannot infer the -1 dimension when "
+                "reshaping ",
+                from, " (", from.numel(), " elements)");
     out[infer] = from.numel() / known;
   }
   const Shape s(out);

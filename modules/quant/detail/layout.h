@@ -38,9 +38,12 @@ struct Layout {
   }
   static Layout of(const QuantSpec& spec, const Shape& x) {
     switch (spec.granularity) {
-      case Granularity::PerChannel: return per_channel(x, spec.axis);
-      case Granularity::PerBlock: return per_block(x, spec.axis, spec.block_size);
-      default: return per_tensor(x);
+      case Granularity::PerChannel:
+        return per_channel(x, spec.axis);
+      case Granularity::PerBlock:
+        return per_block(x, spec.axis, spec.block_size);
+      default:
+        return per_tensor(x);
     }
   }
 
