@@ -84,15 +84,16 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// The float model, prepared for QAT when `o.mode` says so; `report` receives prepare's table.
-nn::ModulePtr build_model(const Options& o, const ModelFactory& factory, std::string* report = nullptr) {
+// The float model, prepared for QAT when `o.mode` says so; `report` receives prepare's report.
+nn::ModulePtr build_model(const Options& o, const ModelFactory& factory,
+                          quant::PrepareReport* report = nullptr) {
   nn::ModulePtr model = factory.build(o.arch);
   if (o.mode == "qat") {
     quant::QConfigRegistry registry;
     registry.set_global(o.qconfig);
     for (const std::string& rule : o.rules) add_rule(registry, rule);
     const quant::PrepareReport r = quant::prepare_qat(*model, registry);
-    if (report) *report = r.table();
+    if (report) *report = r;
   }
   return model;
 }
@@ -192,11 +193,12 @@ struct Summary {
 /// Writes the training checkpoint (model, optimizer, data order, RNG) after `epoch`, atomically,
 /// so that --resume continues exactly; returns its size in bytes.
 std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& model,
-                           const optim::Optimizer& opt, const data::DataLoader& loader, int epoch,
-                           std::int64_t global_step) {
+                           const quant::PrepareReport& prepared, const optim::Optimizer& opt,
+                           const data::DataLoader& loader, int epoch, std::int64_t global_step) {
   io::Checkpoint ckpt = io::capture(model);
   ckpt.metadata = describe(o, f, o.mode);
-  ckpt.metadata.merge(quant::quantization_metadata(model));
+  ckpt.metadata.merge(quant::quantization_metadata(model));  // each quantizer's spec
+  ckpt.metadata.merge(prepared.metadata());                  // each layer's config and rule
   ckpt.optimizer = io::capture(opt);
   const auto st = loader.state();
   ckpt.training = io::TrainingState{.epoch = epoch,
@@ -226,8 +228,8 @@ int run_program(Options o, const ModelFactory& factory) {
               "checkpoint; resume from the QAT checkpoint instead");
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
 
-  std::string prepare_table;
-  nn::ModulePtr model = build_model(o, factory, &prepare_table);
+  quant::PrepareReport prepared;
+  nn::ModulePtr model = build_model(o, factory, &prepared);
   if (int8_file) quant::convert(*model);
   if (from)
     io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
@@ -268,7 +270,8 @@ int run_program(Options o, const ModelFactory& factory) {
     if (schedule) schedule->set_epoch(start_epoch);
   }
   if (!o.json) {
-    if (!prepare_table.empty()) std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepare_table;
+    if (!prepared.layers.empty())
+      std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepared.table();
     std::cerr << model->summary() << "BLAS: " << detail::blas_info() << "\n";
   }
 
@@ -295,14 +298,15 @@ int run_program(Options o, const ModelFactory& factory) {
     ++sum.epochs_run;
     if (schedule) schedule->step();
     if (!o.save.empty())
-      save_bytes = save_training(o, factory, *model, *optimizer, loader, epoch, global_step);
+      save_bytes = save_training(o, factory, *model, prepared, *optimizer, loader, epoch, global_step);
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
   if (sum.epochs_run == 0) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     if (!o.save.empty())
-      save_bytes = save_training(o, factory, *model, *optimizer, loader, start_epoch, global_step);
+      save_bytes =
+          save_training(o, factory, *model, prepared, *optimizer, loader, start_epoch, global_step);
   }
 
   std::int64_t int8_bytes = 0;

@@ -127,6 +127,12 @@ std::map<std::string, std::string> quantization_metadata(nn::Module& model) {
   return out;
 }
 
+std::map<std::string, std::string> PrepareReport::metadata() const {
+  std::map<std::string, std::string> out;
+  for (const auto& l : layers) out["qconfig." + l.name] = l.config + " (" + l.rule + ")";
+  return out;
+}
+
 std::string PrepareReport::table() const {
   const std::vector<std::string> head{"layer", "from", "to", "config", "rule", "weight", "activation"};
   std::vector<std::vector<std::string>> rows{head};

@@ -29,6 +29,8 @@ struct PrepareReport {
   std::vector<PreparedLayer> layers;
   /// Aligned text table of `layers`.
   std::string table() const;
+  /// For checkpoint metadata: "qconfig.<layer>" -> "<config> (<rule>)".
+  std::map<std::string, std::string> metadata() const;
 };
 
 /// A description of every quantizer in `model` for checkpoint metadata:
