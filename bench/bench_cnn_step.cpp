@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/blas.h"
@@ -18,35 +19,13 @@
 #include "framework/tensor/random.h"
 
 using namespace qat;
+using bench::seconds_per_call;
 
 namespace {
 using i64 = std::int64_t;
 
-// The fastest of 15 trials of ~20 ms each: the machine is shared, and others only slow us down.
-template <class F>
-double seconds_per_call(F f) {
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  f();  // warm up (buffers, caching allocator)
-  const auto t0 = Clock::now();
-  f();
-  const int reps = std::max(1, static_cast<int>(0.02 / std::max(since(t0), 1e-9)));
-  double best = 1e30;
-  for (int trial = 0; trial < 15; ++trial) {
-    const auto t1 = Clock::now();
-    for (int r = 0; r < reps; ++r) f();
-    best = std::min(best, since(t1) / reps);
-  }
-  return best;
-}
-
 // Seconds to copy `bytes` once (read + write), in and out of a buffer of that size.
-double copy_seconds(i64 bytes) {
-  std::vector<char> a(bytes, 1), b(bytes);
-  return seconds_per_call([&] { std::memcpy(b.data(), a.data(), bytes); });
-}
+double copy_seconds(i64 bytes) { return bench::memcpy_seconds(static_cast<std::size_t>(bytes)); }
 
 struct Layer {
   const char* name;

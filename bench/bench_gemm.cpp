@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 
 using namespace qat;
+using bench::seconds_per_call;
 
 namespace {
 struct Case {
@@ -20,19 +22,6 @@ struct Case {
   std::int64_t M, N, K;
 };
 
-template <class F>
-double seconds_per_call(F f) {
-  f();  // warm up (packing buffers, BLAS load)
-  int reps = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double t = 0;
-  do {
-    f();
-    ++reps;
-    t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } while (t < 0.3);
-  return t / reps;
-}
 }  // namespace
 
 int main() {

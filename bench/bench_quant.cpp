@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/blas.h"
@@ -20,33 +21,10 @@
 
 using namespace qat;
 using namespace qat::quant;
+using bench::memcpy_seconds;
+using bench::seconds_per_call;
 
 namespace {
-// The fastest of 15 trials of ~20 ms each (the machine is shared).
-template <class F>
-double seconds_per_call(F f) {
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  f();
-  const auto t0 = Clock::now();
-  f();
-  const int reps = std::max(1, static_cast<int>(0.02 / std::max(since(t0), 1e-9)));
-  double best = 1e30;
-  for (int trial = 0; trial < 15; ++trial) {
-    const auto t1 = Clock::now();
-    for (int r = 0; r < reps; ++r) f();
-    best = std::min(best, since(t1) / reps);
-  }
-  return best;
-}
-
-double memcpy_seconds(std::size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes);
-  return seconds_per_call([&] { std::memcpy(b.data(), a.data(), bytes); });
-}
-
 void row(const char* what, const Shape& shape, double seconds, std::size_t bytes) {
   const double ref = memcpy_seconds(bytes);
   std::printf("%-40s %-14s %9.1f us %9.1f us %8.2fx\n", what, shape.str().c_str(), seconds * 1e6,

@@ -11,26 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/idx.h"
 #include "framework/tensor/storage.h"
 
 using namespace qat;
+using test::error_of;
 using namespace qat::data;
 namespace fs = std::filesystem;
 
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
-
-std::string error_of(const auto& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 void put_be32(Bytes& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "common/errors.h"
 #include "common/golden.h"
 #include "framework/autograd/ops.h"
 #include "framework/optim/adam.h"
@@ -13,20 +14,12 @@
 #include "framework/tensor/tensor.h"
 
 using namespace qat;
+using test::error_of;
 using namespace qat::optim;
 
 namespace {
 
 constexpr int kSteps = 5;
-
-std::string error_of(const auto& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 double scalar_or(const test::GoldenCase& c, const std::string& key, double fallback) {
   return c.has(key) ? c.scalar(key) : fallback;

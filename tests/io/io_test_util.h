@@ -1,4 +1,5 @@
 #pragma once
+#include "common/errors.h"
 // Shared helpers for the framework/io tests.
 #include <unistd.h>
 
@@ -64,17 +65,6 @@ inline bool bit_equal(const NamedTensors& a, const NamedTensors& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].first != b[i].first || !bit_equal(a[i].second, b[i].second)) return false;
   return true;
-}
-
-/// The message of the exception `f` throws (fails the test if it throws none).
-template <class E = Error, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 
 /// conv(1->4, 3x3, pad 1) -> BatchNorm2d(4) -> ReLU -> flatten -> Linear(64 -> out), on 4x4 inputs.

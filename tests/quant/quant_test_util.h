@@ -1,4 +1,5 @@
 #pragma once
+#include "common/errors.h"
 // Helpers shared by the quantization tests (tests only).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -19,16 +20,6 @@ inline Tensor vec(const std::vector<float>& v) {
 }
 inline Tensor vecd(const std::vector<double>& v) {
   return Tensor::from_vector<double>(v, Shape{std::ssize(v)});
-}
-
-/// The message of the qat::Error that f throws, or "(no error)".
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 /// Bit-exact: == per element (NaN matching NaN) and the same sign of zero.

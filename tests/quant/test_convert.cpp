@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/errors.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/io/checkpoint.h"
@@ -16,18 +17,10 @@
 
 using namespace qat;
 using namespace qat::quant;
+using test::error_of;
 namespace tt = boost::test_tools;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 nn::ModulePtr mlp() {
   return std::make_shared<nn::Sequential>(
       nn::NamedModules{{"quant", std::make_shared<QuantStub>()},

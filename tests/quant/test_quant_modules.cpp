@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "common/errors.h"
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
 #include "framework/optim/sgd.h"
@@ -12,6 +13,7 @@
 
 using namespace qat;
 using namespace qat::quant;
+using test::error_of;
 namespace tt = boost::test_tools;
 
 namespace {
@@ -30,14 +32,6 @@ std::vector<std::string> types(nn::Module& m) {
   return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(qconfig_registry)
