@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(g++ cmake make pkg-config libxtensor-dev libxtensor-blas-dev libboost-serialization-dev
-      libboost-test-dev libopenblas-dev zlib1g-dev libcli11-dev dataset-fashion-mnist)
+      libboost-test-dev libhwy-dev libopenblas-dev zlib1g-dev libcli11-dev dataset-fashion-mnist)
 for extra in "$@"; do
   case "$extra" in
     fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;

@@ -1,4 +1,6 @@
 // Integer inference: the fixed-point arithmetic, convert(), and quantized checkpoints.
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
@@ -230,7 +232,8 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_round_trip_and_size) {
   prepare_qat(*model, reg);
   train(*model, Shape{16, 2, 8, 8}, 3, 11);
   nn::ModulePtr q = converted(*model, build, reg);
-  const auto dir = std::filesystem::temp_directory_path() / "qat_test_convert";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("qat_test_convert_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "model.int8").string();
   io::Checkpoint ckpt = io::capture(*q);
@@ -293,7 +296,9 @@ BOOST_AUTO_TEST_CASE(qat_checkpoint_round_trip_for_every_quantizer) {
       nn::ModulePtr copy = mlp();
       prepare_qat(*copy, reg);
       if (through_file) {
-        const std::string path = (std::filesystem::temp_directory_path() / "qat_rt.ckpt").string();
+        const std::string path =
+            (std::filesystem::temp_directory_path() / ("qat_rt_" + std::to_string(::getpid()) + ".ckpt"))
+                .string();
         io::save(ckpt, path);
         io::load_into(*copy, path);
         std::filesystem::remove(path);
