@@ -59,23 +59,36 @@ void MinMaxRows(const float* x, std::int64_t rows, std::int64_t cols, float* mn,
   MF nan = hn::FirstN(df, 0);
   bool any = false;
   const std::int64_t full = cols / kNF * kNF;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    for (std::int64_t c = 0; c < full; c += kNF) {
-      VF lo = hn::LoadU(df, mn + c), hi = hn::LoadU(df, mx + c);
-      Fold(hn::LoadU(df, xr + c), lo, hi, nan);
-      hn::StoreU(lo, df, mn + c);
-      hn::StoreU(hi, df, mx + c);
+  // columns in blocks of 4 vectors held in registers over all rows, then single vectors
+  std::int64_t c = 0;
+  for (; c + 4 * kNF <= full; c += 4 * kNF) {
+    VF lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      lo[j] = hn::LoadU(df, mn + c + j * kNF);
+      hi[j] = hn::LoadU(df, mx + c + j * kNF);
     }
-    for (std::int64_t c = full; c < cols; ++c) {
-      const float v = xr[c];
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, x + r * cols + c + j * kNF), lo[j], hi[j], nan);
+    for (int j = 0; j < 4; ++j) {
+      hn::StoreU(lo[j], df, mn + c + j * kNF);
+      hn::StoreU(hi[j], df, mx + c + j * kNF);
+    }
+  }
+  for (; c < full; c += kNF) {
+    VF lo = hn::LoadU(df, mn + c), hi = hn::LoadU(df, mx + c);
+    for (std::int64_t r = 0; r < rows; ++r) Fold(hn::LoadU(df, x + r * cols + c), lo, hi, nan);
+    hn::StoreU(lo, df, mn + c);
+    hn::StoreU(hi, df, mx + c);
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (c = full; c < cols; ++c) {
+      const float v = x[r * cols + c];
       mn[c] = v < mn[c] ? v : mn[c];
       mx[c] = v > mx[c] ? v : mx[c];
       any = any || v != v;
     }
-  }
   any = any || !hn::AllFalse(df, nan);
-  for (std::int64_t c = 0; c < cols; ++c) any = any || mn[c] == -inf || mx[c] == inf;
+  for (c = 0; c < cols; ++c) any = any || mn[c] == -inf || mx[c] == inf;
   *bad = *bad || any;
 }
 
