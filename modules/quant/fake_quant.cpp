@@ -52,6 +52,10 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
     return;
   }
   layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+    if (n < kShortRun) {  // the scalar loop gives the same bits without the vector setup
+      fq_run<float>(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin, qmax);
+      return;
+    }
     kernels::fake_quant(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
                         qmax);
   });

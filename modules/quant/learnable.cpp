@@ -100,7 +100,13 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
         qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
           layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
             const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
+            // a run of one term sums the same in any order: the scalar loop, without the setup
             if constexpr (std::is_same_v<T, float>) {
+              if (n == 1) {
+                lsq_grad_run<float>(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n, s,
+                                    zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+                return;
+              }
               kernels::lsq_backward(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n,
                                     s, zp, qmin, qmax, static_cast<float>(grad_factor), &ds[p], &dz[p]);
               return;
