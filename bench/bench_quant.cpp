@@ -53,12 +53,13 @@ void quant_kernels() {
   const Tensor act = Tensor::uniform(Shape{64, 256}, -1, 1, gen);
   MovingAveragePerChannelMinMaxObserver cobs(QuantSpec::weight_per_channel(8, 1), 256);
   row("observer per-channel axis 1 (act.)", a_shape, seconds_per_call([&] { cobs.forward(act); }), af);
-  const QParams wq = wobs.calculate_qparams(), aq = aobs.calculate_qparams(), bq = bobs.calculate_qparams();
+  const QParams wq = wobs.calculate_qparams(), aq = aobs.calculate_qparams(),
+                bq = bobs.calculate_qparams();
   double t_fq_big = 0;
   {
     NoGradGuard ng;
-    row("fake quant per-channel forward", w_shape, seconds_per_call([&] { fake_quantize(w, wq, wspec); }),
-        wf * 2 + w_shape.numel());
+    row("fake quant per-channel forward", w_shape,
+        seconds_per_call([&] { fake_quantize(w, wq, wspec); }), wf * 2 + w_shape.numel());
     row("fake quant per-tensor forward", a_shape, seconds_per_call([&] { fake_quantize(a, aq, aspec); }),
         af * 2 + a_shape.numel());
     t_fq_big = seconds_per_call([&] { fake_quantize(xb, bq, aspec); });
@@ -112,7 +113,8 @@ void quant_kernels() {
 
 int main() {
   set_num_threads(1);
-  std::printf("  %-38s %-14s %12s %12s %8s\n", "kernel (1 thread)", "shape", "time", "reference", "ratio");
+  std::printf("  %-38s %-14s %12s %12s %8s\n", "kernel (1 thread)", "shape", "time", "reference",
+              "ratio");
   std::vector<cpu::Isa> paths;
   if (cpu::best_isa() >= cpu::Isa::AVX2) paths.push_back(cpu::Isa::AVX2);
   if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());

@@ -36,8 +36,9 @@ Shape param_shape(const QuantSpec& spec, const Shape& x) {
 
 namespace detail {
 
-void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout, const float* scale,
-                    const std::int32_t* zero_point, std::int64_t qmin, std::int64_t qmax) {
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+                    const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
+                    std::int64_t qmax) {
   if (!layout.blocked && layout.num_params > 1 && layout.inner < kShortRun) {
     // parameters along the row: expand them to the row's elements
     const std::int64_t cols = layout.len * layout.inner;
@@ -53,7 +54,8 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
   }
   layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
     if (n < kShortRun) {  // the scalar loop gives the same bits without the vector setup
-      fq_run<float>(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin, qmax);
+      fq_run<float>(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
+                    qmax);
       return;
     }
     kernels::fake_quant(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,

@@ -96,8 +96,8 @@ Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& 
     layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
       if constexpr (std::is_same_v<T, float>) {
         kernels::fp8_fake_quant(x.data<float>() + off, out.data<float>() + off,
-                                mask.data<std::uint8_t>() + off, n, scale.data<float>()[p], f.mantissa_bits,
-                                f.min_exponent, static_cast<float>(f.max));
+                                mask.data<std::uint8_t>() + off, n, scale.data<float>()[p],
+                                f.mantissa_bits, f.min_exponent, static_cast<float>(f.max));
         return;
       }
       const T s = static_cast<T>(scale.data<float>()[p]), max = static_cast<T>(f.max);

@@ -103,12 +103,13 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
             // a run of one term sums the same in any order: the scalar loop, without the setup
             if constexpr (std::is_same_v<T, float>) {
               if (n == 1) {
-                lsq_grad_run<float>(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n, s,
-                                    zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+                lsq_grad_run<float>(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
+                                    n, s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
                 return;
               }
-              kernels::lsq_backward(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, n,
-                                    s, zp, qmin, qmax, static_cast<float>(grad_factor), &ds[p], &dz[p]);
+              kernels::lsq_backward(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
+                                    n, s, zp, qmin, qmax, static_cast<float>(grad_factor), &ds[p],
+                                    &dz[p]);
               return;
             }
             lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n, s, zp, qmin,

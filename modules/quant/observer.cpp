@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "modules/quant/detail/layout.h"
 #include "modules/quant/detail/fq_kernels.h"
+#include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 

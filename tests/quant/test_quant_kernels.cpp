@@ -39,7 +39,8 @@ F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::u
   std::mt19937 gen(seed);
   const float range = static_cast<float>(qmax - qmin) * scale * 0.6f;
   std::uniform_real_distribution<float> u(-range, range);
-  std::uniform_int_distribution<int> pick(0, 11), tie(static_cast<int>(qmin) - 3, static_cast<int>(qmax) + 3);
+  std::uniform_int_distribution<int> pick(0, 11),
+      tie(static_cast<int>(qmin) - 3, static_cast<int>(qmax) + 3);
   F x(n);
   for (auto& v : x) {
     switch (specials ? pick(gen) : 0) {
@@ -50,7 +51,8 @@ F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::u
         v = static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale;
         break;
       case 3:
-        v = std::nextafter(static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale, pick(gen) % 2 ? kInf : -kInf);
+        v = std::nextafter(static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale,
+                           pick(gen) % 2 ? kInf : -kInf);
         break;
       case 4:
         v = pick(gen) % 2 ? 0.49999997f * scale : -0.0f;
@@ -65,7 +67,9 @@ F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::u
   return x;
 }
 
-bool same_bits(const F& a, const F& b) { return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0; }
+bool same_bits(const F& a, const F& b) {
+  return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 /// Bitwise, NaN matching any NaN.
 void expect_bits(const F& actual, const F& expected, const char* what) {
@@ -105,7 +109,8 @@ BOOST_AUTO_TEST_CASE(fake_quant_matches_reference) {
       const F x = data(n, c.scale, c.qmin - c.zp, c.qmax - c.zp, static_cast<std::uint32_t>(n));
       F ref(n);
       U8 mref(n);
-      qat::quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin, c.qmax);
+      qat::quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin,
+                                        c.qmax);
       F first;
       for_each_isa([&](cpu::Isa isa) {
         BOOST_TEST_CONTEXT("scale " << c.scale << " n " << n) {
@@ -146,12 +151,13 @@ BOOST_AUTO_TEST_CASE(fake_quant_rows_matches_reference) {
     U8 mref(rows * cols);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
-        qat::quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1, s[c],
-                                          zi[c], -128, 127);
+        qat::quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1,
+                                          s[c], zi[c], -128, 127);
     for_each_isa([&](cpu::Isa) {
       F y(rows * cols);
       U8 m(rows * cols);
-      k::fake_quant_rows(x.data(), y.data(), m.data(), rows, cols, inv.data(), s.data(), z.data(), -128, 127);
+      k::fake_quant_rows(x.data(), y.data(), m.data(), rows, cols, inv.data(), s.data(), z.data(), -128,
+                         127);
       expect_bits(y, ref, "rows y");
       BOOST_TEST(m == mref, boost::test_tools::per_element());
     });
@@ -219,11 +225,13 @@ BOOST_AUTO_TEST_CASE(amax_matches_reference) {
     for (std::int64_t n : kSizes) {
       const std::int64_t qmin = is_signed ? -127 : 0, qmax = is_signed ? 127 : 255;
       const float amax = 2.5f;
-      const F x = data(n, amax / static_cast<float>(qmax), -static_cast<std::int64_t>(qmax), qmax, 3 + n);
+      const F x =
+          data(n, amax / static_cast<float>(qmax), -static_cast<std::int64_t>(qmax), qmax, 3 + n);
       const F dy = data(n, 1.0f, -10, 10, 5 + n, false);
       // reference: amax_run of learnable.cpp, written out
       const float scale = amax / static_cast<float>(qmax), inv = 1.0f / scale;
-      const float lo_x = is_signed ? -amax : 0.0f, lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
+      const float lo_x = is_signed ? -amax : 0.0f, lo = static_cast<float>(qmin),
+                  hi = static_cast<float>(qmax);
       F yref(n), dref(n), terms(n);
       U8 mref(n);
       for (std::int64_t i = 0; i < n; ++i) {
@@ -260,8 +268,17 @@ BOOST_AUTO_TEST_CASE(fp8_matches_reference) {
       const float max = e4 ? 448.0f : 57344.0f, scale = 0.37f;
       F x = data(n, max * scale / 200.0f, -300, 300, 9 + n);
       // exact FP8 values and ties between neighbours (1 + 1/16 is a tie for E4M3), subnormals
-      const float extra[] = {1.0625f, 1.125f, 0.0f, std::ldexp(1.0f, -9), 3 * std::ldexp(1.0f, -11), 1e-30f,
-                             max, max * 1.01f, 500.0f, -464.0f, 61440.0f};
+      const float extra[] = {1.0625f,
+                             1.125f,
+                             0.0f,
+                             std::ldexp(1.0f, -9),
+                             3 * std::ldexp(1.0f, -11),
+                             1e-30f,
+                             max,
+                             max * 1.01f,
+                             500.0f,
+                             -464.0f,
+                             61440.0f};
       for (std::int64_t i = 0; i < n; i += 3) x[i] = extra[(i / 3) % 11] * (i % 2 ? -scale : scale);
       F yref(n);
       U8 mref(n);
@@ -306,7 +323,8 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           const std::int64_t rows = 3;
           F xr(rows * n);
           for (std::int64_t r = 0; r < rows; ++r)
-            for (std::int64_t c = 0; c < n; ++c) xr[r * n + c] = x[c] * static_cast<float>(r + 1) - static_cast<float>(r);
+            for (std::int64_t c = 0; c < n; ++c)
+              xr[r * n + c] = x[c] * static_cast<float>(r + 1) - static_cast<float>(r);
           F cmin(n, kInf), cmax(n, -kInf);
           bool bad2 = false;
           k::min_max_rows(xr.data(), rows, n, cmin.data(), cmax.data(), &bad2);
@@ -335,7 +353,8 @@ BOOST_AUTO_TEST_CASE(observer_per_channel_layouts) {
     Shape shape;
     int axis;
   };
-  const Case cases[] = {{Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
+  const Case cases[] = {
+      {Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
   for (const Case& c : cases) {
     const std::int64_t numel = c.shape.numel(), channels = c.shape[c.axis];
     const F v = data(numel, 0.1f, -100, 100, static_cast<std::uint32_t>(numel), false);
@@ -370,7 +389,8 @@ BOOST_AUTO_TEST_CASE(fake_quantize_per_channel_layouts) {
     Shape shape;
     int axis;
   };
-  const Case cases[] = {{Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
+  const Case cases[] = {
+      {Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
   for (const Case& c : cases) {
     const std::int64_t numel = c.shape.numel(), channels = c.shape[c.axis];
     const F v = data(numel, 0.125f, -128, 127, static_cast<std::uint32_t>(numel) + 5);
@@ -383,7 +403,8 @@ BOOST_AUTO_TEST_CASE(fake_quantize_per_channel_layouts) {
     const Tensor scale = Tensor::from_vector<float>(s, Shape{channels});
     const Tensor zp = Tensor::from_vector<std::int32_t>(z, Shape{channels});
     const Tensor x = Tensor::from_vector<float>(v, c.shape);
-    const Tensor ref = fake_quantize_per_channel_affine(x.to(DType::Float64), scale, zp, c.axis, -128, 127);
+    const Tensor ref =
+        fake_quantize_per_channel_affine(x.to(DType::Float64), scale, zp, c.axis, -128, 127);
     F first;
     for_each_isa([&](cpu::Isa) {
       BOOST_TEST_CONTEXT("shape " << c.shape << " axis " << c.axis) {

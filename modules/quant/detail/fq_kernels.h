@@ -35,8 +35,9 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
 /// fq_run over a float32 tensor laid out as `layout` (scale / zp per parameter), with the
 /// dispatched kernels: one call per run, or per row of [outer, len * inner] when the
 /// parameter axis is (nearly) innermost and runs would be short.
-void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout, const float* scale,
-                    const std::int32_t* zero_point, std::int64_t qmin, std::int64_t qmax);
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+                    const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
+                    std::int64_t qmax);
 
 /// Runs shorter than this go through the row kernels (fake_quant_rows, min_max_rows).
 inline constexpr std::int64_t kShortRun = 16;

@@ -7,11 +7,11 @@
 #define QAT_QUANT_KERNELS_COMMON_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-
-#include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
@@ -53,7 +53,8 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #if HWY_TARGET == HWY_SCALAR
   return VF(std::fma(a.raw, b.raw, c.raw));
 #elif HWY_TARGET == HWY_EMU128
-  for (std::size_t i = 0; i < sizeof(a.raw) / sizeof(a.raw[0]); ++i) a.raw[i] = std::fma(a.raw[i], b.raw[i], c.raw[i]);
+  for (std::size_t i = 0; i < sizeof(a.raw) / sizeof(a.raw[0]); ++i)
+    a.raw[i] = std::fma(a.raw[i], b.raw[i], c.raw[i]);
   return a;
 #else
   return hn::MulAdd(a, b, c);

@@ -23,10 +23,11 @@ HWY_INLINE void FqStep(const float* x, float* y, std::uint8_t* m, VF inv, VF s, 
   hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
 }
 
-void FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale, std::int32_t zp,
-               std::int64_t qmin, std::int64_t qmax) {
+void FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
+               std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   const DF df;
-  const VF inv = hn::Set(df, 1.0f / scale), s = hn::Set(df, scale), z = hn::Set(df, static_cast<float>(zp));
+  const VF inv = hn::Set(df, 1.0f / scale), s = hn::Set(df, scale),
+           z = hn::Set(df, static_cast<float>(zp));
   const VF lo = hn::Set(df, static_cast<float>(qmin)), hi = hn::Set(df, static_cast<float>(qmax));
   std::int64_t i = 0;
   for (; i + kNF <= n; i += kNF) FqStep(x + i, y + i, mask ? mask + i : nullptr, inv, s, z, lo, hi);
@@ -96,10 +97,10 @@ HWY_INLINE void AmaxStep(const float* x, float* y, std::uint8_t* m, const AmaxCo
   const DU8 du8;
   const VF v = hn::LoadU(df, x);
   const MF in = hn::And(hn::Ge(v, k.lo_x), hn::Le(v, k.hi_x));
-  const VI bits = hn::Or(
-      hn::Or(hn::IfThenZeroElse(hn::RebindMask(di, in), hn::Set(di, 1)),
-             hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(v, k.hi_x)), hn::Set(di, 2))),
-      hn::IfThenElseZero(hn::RebindMask(di, hn::Le(v, k.lo_cmp)), hn::Set(di, 4)));
+  const VI bits =
+      hn::Or(hn::Or(hn::IfThenZeroElse(hn::RebindMask(di, in), hn::Set(di, 1)),
+                    hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(v, k.hi_x)), hn::Set(di, 2))),
+             hn::IfThenElseZero(hn::RebindMask(di, hn::Le(v, k.lo_cmp)), hn::Set(di, 4)));
   hn::StoreU(hn::DemoteTo(du8, bits), du8, m);
   VF c = hn::IfThenElse(hn::Gt(v, k.lo_x), v, k.lo_x);
   c = hn::IfThenElse(hn::Lt(c, k.hi_x), c, k.hi_x);
@@ -109,8 +110,8 @@ HWY_INLINE void AmaxStep(const float* x, float* y, std::uint8_t* m, const AmaxCo
   hn::StoreU(hn::Mul(qc, k.s), df, y);
 }
 
-void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax, bool is_signed,
-                 std::int64_t qmin, std::int64_t qmax) {
+void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
+                 bool is_signed, std::int64_t qmin, std::int64_t qmax) {
   const DF df;
   const float scale = amax / static_cast<float>(qmax);
   AmaxConsts k;
@@ -174,8 +175,8 @@ HWY_EXPORT(MaskedCopy);
 HWY_EXPORT(AmaxForward);
 HWY_EXPORT(AmaxBackward);
 
-void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale, std::int32_t zp,
-                std::int64_t qmin, std::int64_t qmax) {
+void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
+                std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   QAT_DISPATCH(FakeQuant)(x, y, mask, n, scale, zp, qmin, qmax);
 }
 void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t rows, std::int64_t cols,
@@ -186,8 +187,8 @@ void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t 
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
   QAT_DISPATCH(MaskedCopy)(dy, mask, dx, n);
 }
-void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax, bool is_signed,
-                  std::int64_t qmin, std::int64_t qmax) {
+void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
+                  bool is_signed, std::int64_t qmin, std::int64_t qmax) {
   QAT_DISPATCH(AmaxForward)(x, y, mask, n, amax, is_signed, qmin, qmax);
 }
 double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {

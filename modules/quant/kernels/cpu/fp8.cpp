@@ -31,7 +31,7 @@ HWY_INLINE void Fp8Step(const float* x, float* y, std::uint8_t* m, const Fp8Cons
   const VF down = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(bias, k)));
   VF r = hn::Mul(RoundEven(hn::Mul(a, up)), down);
   r = hn::IfThenElse(hn::Lt(r, c.max), r, c.max);  // saturate (also +inf)
-  r = hn::IfThenElse(IsNan(a), a, r);           // NaN stays NaN
+  r = hn::IfThenElse(IsNan(a), a, r);              // NaN stays NaN
   hn::StoreU(hn::Mul(hn::CopySign(r, v), c.s), df, y);
 }
 

@@ -104,7 +104,8 @@ HWY_EXPORT(MinMaxRows);
 void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   QAT_DISPATCH(MinMax)(x, n, mn, mx, bad);
 }
-void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad) {
+void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx,
+                  bool* bad) {
   QAT_DISPATCH(MinMaxRows)(x, rows, cols, mn, mx, bad);
 }
 
