@@ -418,26 +418,47 @@ BOOST_AUTO_TEST_CASE(fake_quantize_per_channel_layouts) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(lsq_op_same_bits_on_every_path) {
-  const F v = data(1000 + 7, 0.05f, -128, 127, 99);
-  F first_y, first_dx;
-  float first_ds = 0, first_dz = 0;
-  for_each_isa([&](cpu::Isa) {
-    Tensor x = Tensor::from_vector<float>(v, Shape{1007});
-    Tensor s = vec({0.05f}), z = vec({2.0f});
-    x.requires_grad_(true);
-    s.requires_grad_(true);
-    z.requires_grad_(true);
-    Tensor y = fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 0.01);
-    sum(y).backward();
-    const F yv = y.to_vector<float>(), dxv = x.grad().to_vector<float>();
-    const float ds = s.grad().data<float>()[0], dz = z.grad().data<float>()[0];
-    if (first_y.empty()) first_y = yv, first_dx = dxv, first_ds = ds, first_dz = dz;
-    BOOST_TEST(same_bits(yv, first_y));
-    BOOST_TEST(same_bits(dxv, first_dx));
-    BOOST_TEST(std::memcmp(&ds, &first_ds, 4) == 0);
-    BOOST_TEST(std::memcmp(&dz, &first_dz, 4) == 0);
-  });
+// LSQ and learnable amax through the ops: per tensor, per channel on axis 0 (runs) and axis 1
+// (runs of one element, the scalar loop): the same bits on every path, and gradients within
+// float32 rounding of the float64 path
+BOOST_AUTO_TEST_CASE(learnable_ops_same_bits_on_every_path) {
+  const F v = data(33 * 31, 0.05f, -128, 127, 99, false);  // finite: the gradient sums too
+  for (int mode = 0; mode < 4; ++mode) {
+    const std::int64_t channels = mode == 1 ? 33 : mode == 2 ? 31 : 1;
+    auto run = [&](DType dtype, F& y, F& dx, F& ds, F& dz) {
+      Tensor x = Tensor::from_vector<float>(v, Shape{33, 31}).to(dtype);
+      Tensor s = Tensor::full(Shape{channels}, 0.05f, DType::Float32);
+      Tensor z = Tensor::full(Shape{channels}, 2.0f, DType::Float32);
+      x.requires_grad_(true);
+      s.requires_grad_(true);
+      z.requires_grad_(true);
+      Tensor out = mode == 0 ? fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 0.01)
+                   : mode == 3
+                       ? fake_quantize_learnable_amax(x, s, QuantSpec{})
+                       : fake_quantize_learnable_per_channel_affine(x, s, z, mode - 1, -128, 127, 0.01);
+      sum(mul(out, x.detach())).backward();
+      y = out.to(DType::Float32).to_vector<float>();
+      dx = x.grad().to(DType::Float32).to_vector<float>();
+      ds = s.grad().to_vector<float>();
+      dz = mode == 3 ? F{} : z.grad().to_vector<float>();
+    };
+    F y64, dx64, ds64, dz64;
+    run(DType::Float64, y64, dx64, ds64, dz64);
+    F y0, dx0, ds0, dz0;
+    for_each_isa([&](cpu::Isa) {
+      BOOST_TEST_CONTEXT("mode " << mode) {
+        F y, dx, ds, dz;
+        run(DType::Float32, y, dx, ds, dz);
+        if (y0.empty()) y0 = y, dx0 = dx, ds0 = ds, dz0 = dz;
+        BOOST_TEST(same_bits(y, y0));
+        BOOST_TEST(same_bits(dx, dx0));
+        BOOST_TEST(same_bits(ds, ds0));
+        BOOST_TEST(same_bits(dz, dz0));
+        for (std::size_t p = 0; p < ds.size(); ++p)
+          BOOST_TEST(ds[p] == ds64[p], boost::test_tools::tolerance(1e-4f));
+      }
+    });
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
