@@ -301,15 +301,20 @@ BOOST_AUTO_TEST_CASE(fp8_matches_reference) {
 
 BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
   for (std::int64_t n : kSizes)
-    for (int special = 0; special < 4; ++special) {
+    for (int special = 0; special < 6; ++special) {
       F x = data(n, 0.1f, -100, 100, 21 + n, false);
       if (special == 1) x[n / 2] = kNaN;
       if (special == 2) x[n - 1] = kInf;
       if (special == 3) x[0] = -kInf;
+      // signed zeros at the minimum (4) or maximum (5): -0 counts below +0
+      for (std::int64_t i = 0; special >= 4 && i < n; ++i) {
+        x[i] = special == 4 ? std::fabs(x[i]) : -std::fabs(x[i]);
+        if (i % 5 == 1) x[i] = (i / 5) % 2 ? 0.0f : -0.0f;
+      }
       float mn_ref = kInf, mx_ref = -kInf;
       for (float v : x) {
-        if (v < mn_ref) mn_ref = v;
-        if (v > mx_ref) mx_ref = v;
+        if (v < mn_ref || (v == 0 && mn_ref == 0 && std::signbit(v))) mn_ref = v;
+        if (v > mx_ref || (v == 0 && mx_ref == 0 && !std::signbit(v))) mx_ref = v;
       }
       for_each_isa([&](cpu::Isa) {
         BOOST_TEST_CONTEXT("n " << n << " special " << special) {
@@ -318,7 +323,9 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           k::min_max(x.data(), n, &mn, &mx, &bad);
           BOOST_TEST(mn == mn_ref);
           BOOST_TEST(mx == mx_ref);
-          BOOST_TEST(bad == (special != 0));
+          BOOST_TEST(std::signbit(mn) == std::signbit(mn_ref));
+          BOOST_TEST(std::signbit(mx) == std::signbit(mx_ref));
+          BOOST_TEST(bad == (special >= 1 && special <= 3));
           // column-wise: [rows, cols] with cols = n, 3 rows
           const std::int64_t rows = 3;
           F xr(rows * n);
@@ -328,7 +335,7 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           F cmin(n, kInf), cmax(n, -kInf);
           bool bad2 = false;
           k::min_max_rows(xr.data(), rows, n, cmin.data(), cmax.data(), &bad2);
-          BOOST_TEST(bad2 == (special != 0));
+          BOOST_TEST(bad2 == (special >= 1 && special <= 3));
           for (std::int64_t c = 0; c < n; ++c) {
             float a = kInf, b = -kInf;
             for (std::int64_t r = 0; r < rows; ++r) {

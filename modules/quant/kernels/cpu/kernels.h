@@ -44,8 +44,8 @@ double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::
 void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
                     int mantissa_bits, int min_exponent, float max);
 
-/// Min and max of n > 0 floats (NaN skipped): 16 lanes as in sum16 (a value replaces the
-/// lane's on a strict <, >), lanes combined in order. Sets *bad if any value is NaN or +-inf.
+/// Min and max of n > 0 floats, NaN skipped, -0 counted below +0 (so the result does not depend
+/// on the order). Sets *bad if any value is NaN or +-inf.
 void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad);
 /// Column-wise over a [rows, cols] block: mn[c] = min(mn[c], x[r, c]) for r in order (likewise
 /// mx), NaN skipped, *bad set on NaN or +-inf. mn / mx hold the running values.

@@ -19,35 +19,60 @@ HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
   nan = hn::Or(nan, IsNan(v));
 }
 
+// Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
+// in any order, up to the sign of a zero result: that is fixed afterwards (-0 below +0) from
+// the OR of the bit patterns of the zeros seen (sign bit set: a -0) and of their complements
+// (sign bit set: a +0).
 void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   const DF df;
+  const DI di;
   constexpr float inf = __builtin_inff();
-  VF lo[16 / kNF], hi[16 / kNF];
-  for (std::int64_t k = 0; k < 16 / kNF; ++k) {
-    lo[k] = hn::Set(df, inf);
-    hi[k] = hn::Set(df, -inf);
-  }
+  VF lo[4], hi[4];
+  VI neg0 = hn::Zero(di), pos0 = hn::Zero(di);
   MF nan = hn::FirstN(df, 0);
+  for (int j = 0; j < 4; ++j) {
+    lo[j] = hn::Set(df, inf);
+    hi[j] = hn::Set(df, -inf);
+  }
+  const auto fold = [&](VF v, int j) {
+    Fold(v, lo[j], hi[j], nan);
+    const hn::Mask<DI> zero = hn::RebindMask(di, hn::Eq(v, hn::Zero(df)));
+    const VI bits = hn::BitCast(di, v);
+    neg0 = hn::Or(neg0, hn::IfThenElseZero(zero, bits));
+    pos0 = hn::Or(pos0, hn::IfThenElseZero(zero, hn::Not(bits)));
+  };
   std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (std::int64_t k = 0; k < 16 / kNF; ++k) Fold(hn::LoadU(df, x + i + k * kNF), lo[k], hi[k], nan);
-  float l[16], h[16];
-  for (std::int64_t k = 0; k < 16 / kNF; ++k) {
-    hn::StoreU(lo[k], df, l + k * kNF);
-    hn::StoreU(hi[k], df, h + k * kNF);
+  for (; i + 4 * kNF <= n; i += 4 * kNF)
+    for (int j = 0; j < 4; ++j) fold(hn::LoadU(df, x + i + j * kNF), j);
+  for (; i + kNF <= n; i += kNF) fold(hn::LoadU(df, x + i), 0);
+  for (int j = 1; j < 4; ++j) {
+    lo[0] = hn::IfThenElse(hn::Lt(lo[j], lo[0]), lo[j], lo[0]);
+    hi[0] = hn::IfThenElse(hn::Gt(hi[j], hi[0]), hi[j], hi[0]);
   }
-  bool any = !hn::AllFalse(df, nan);
-  for (std::int64_t j = 0; i + j < n; ++j) {  // the tail, to lanes 0, 1, ...
-    const float v = x[i + j];
-    l[j] = v < l[j] ? v : l[j];
-    h[j] = v > h[j] ? v : h[j];
-    any = any || v != v;
-  }
+  float l[kNF], h[kNF];
+  std::int32_t nz[kNF], pz[kNF];
+  hn::StoreU(lo[0], df, l);
+  hn::StoreU(hi[0], df, h);
+  hn::StoreU(neg0, di, nz);
+  hn::StoreU(pos0, di, pz);
+  bool any = !hn::AllFalse(df, nan), any_neg0 = false, any_pos0 = false;
   float a = inf, b = -inf;
-  for (int j = 0; j < 16; ++j) {
+  for (std::int64_t j = 0; j < kNF; ++j) {
     a = l[j] < a ? l[j] : a;
     b = h[j] > b ? h[j] : b;
+    any_neg0 = any_neg0 || nz[j] < 0;
+    any_pos0 = any_pos0 || pz[j] < 0;
   }
+  for (; i < n; ++i) {  // the tail
+    const float v = x[i];
+    a = v < a ? v : a;
+    b = v > b ? v : b;
+    any = any || v != v;
+    any_neg0 = any_neg0 || (v == 0 && std::signbit(v));
+    any_pos0 = any_pos0 || (v == 0 && !std::signbit(v));
+  }
+  if (a == 0) a = any_neg0 ? -0.0f : 0.0f;
+  if (b == 0) b = any_pos0 ? 0.0f : -0.0f;
   *mn = a;
   *mx = b;
   *bad = *bad || any || a == -inf || b == inf;
