@@ -20,59 +20,49 @@ HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
 }
 
 // Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
-// in any order, up to the sign of a zero result: that is fixed afterwards (-0 below +0) from
-// the OR of the bit patterns of the zeros seen (sign bit set: a -0) and of their complements
-// (sign bit set: a +0).
+// in any order, up to the sign of a zero result: that is fixed afterwards, -0 below +0, by a
+// second scan for zeros (only when the min or max is zero, e.g. after a ReLU).
 void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   const DF df;
-  const DI di;
   constexpr float inf = __builtin_inff();
   VF lo[4], hi[4];
-  VI neg0 = hn::Zero(di), pos0 = hn::Zero(di);
   MF nan = hn::FirstN(df, 0);
   for (int j = 0; j < 4; ++j) {
     lo[j] = hn::Set(df, inf);
     hi[j] = hn::Set(df, -inf);
   }
-  const auto fold = [&](VF v, int j) {
-    Fold(v, lo[j], hi[j], nan);
-    const hn::Mask<DI> zero = hn::RebindMask(di, hn::Eq(v, hn::Zero(df)));
-    const VI bits = hn::BitCast(di, v);
-    neg0 = hn::Or(neg0, hn::IfThenElseZero(zero, bits));
-    pos0 = hn::Or(pos0, hn::IfThenElseZero(zero, hn::Not(bits)));
-  };
   std::int64_t i = 0;
   for (; i + 4 * kNF <= n; i += 4 * kNF)
-    for (int j = 0; j < 4; ++j) fold(hn::LoadU(df, x + i + j * kNF), j);
-  for (; i + kNF <= n; i += kNF) fold(hn::LoadU(df, x + i), 0);
+    for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, x + i + j * kNF), lo[j], hi[j], nan);
+  for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, x + i), lo[0], hi[0], nan);
   for (int j = 1; j < 4; ++j) {
     lo[0] = hn::IfThenElse(hn::Lt(lo[j], lo[0]), lo[j], lo[0]);
     hi[0] = hn::IfThenElse(hn::Gt(hi[j], hi[0]), hi[j], hi[0]);
   }
   float l[kNF], h[kNF];
-  std::int32_t nz[kNF], pz[kNF];
   hn::StoreU(lo[0], df, l);
   hn::StoreU(hi[0], df, h);
-  hn::StoreU(neg0, di, nz);
-  hn::StoreU(pos0, di, pz);
-  bool any = !hn::AllFalse(df, nan), any_neg0 = false, any_pos0 = false;
+  bool any = !hn::AllFalse(df, nan);
   float a = inf, b = -inf;
   for (std::int64_t j = 0; j < kNF; ++j) {
     a = l[j] < a ? l[j] : a;
     b = h[j] > b ? h[j] : b;
-    any_neg0 = any_neg0 || nz[j] < 0;
-    any_pos0 = any_pos0 || pz[j] < 0;
   }
   for (; i < n; ++i) {  // the tail
     const float v = x[i];
     a = v < a ? v : a;
     b = v > b ? v : b;
     any = any || v != v;
-    any_neg0 = any_neg0 || (v == 0 && std::signbit(v));
-    any_pos0 = any_pos0 || (v == 0 && !std::signbit(v));
   }
-  if (a == 0) a = any_neg0 ? -0.0f : 0.0f;
-  if (b == 0) b = any_pos0 ? 0.0f : -0.0f;
+  if (a == 0 || b == 0) {
+    bool neg0 = false, pos0 = false;
+    for (std::int64_t j = 0; j < n; ++j) {
+      neg0 = neg0 || (x[j] == 0 && std::signbit(x[j]));
+      pos0 = pos0 || (x[j] == 0 && !std::signbit(x[j]));
+    }
+    if (a == 0) a = neg0 ? -0.0f : 0.0f;
+    if (b == 0) b = pos0 ? 0.0f : -0.0f;
+  }
   *mn = a;
   *mx = b;
   *bad = *bad || any || a == -inf || b == inf;
