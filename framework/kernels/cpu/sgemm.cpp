@@ -66,13 +66,13 @@ using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 constexpr i64 L = static_cast<i64>(hn::MaxLanes(D()));  // lanes per vector
 #if HWY_TARGET <= HWY_AVX3
-constexpr i64 MR = 8, NV = 3;
-constexpr bool kMaskFree = true;  // a masked load costs what a load does
+constexpr i64 MR = 8, NV = 3, kRegs = 32;
+constexpr bool kMaskFree = true;  // a masked load or store costs what a plain one does
 #elif HWY_TARGET == HWY_AVX2
-constexpr i64 MR = 6, NV = 2;
+constexpr i64 MR = 6, NV = 2, kRegs = 16;
 constexpr bool kMaskFree = false;
 #else
-constexpr i64 MR = 4, NV = 2;
+constexpr i64 MR = 4, NV = 2, kRegs = 16;
 constexpr bool kMaskFree = false;
 #endif
 constexpr i64 NR = NV * L;
@@ -98,6 +98,23 @@ inline void store_masked(V v, LaneMask n, float* p) {
 using LaneMask = hn::Mask<D>;
 inline LaneMask lane_mask(i64 n) { return hn::FirstN(D(), static_cast<size_t>(n)); }
 inline V load_masked(LaneMask m, const float* p) { return hn::MaskedLoad(m, D(), p); }
+#if HWY_TARGET == HWY_AVX2
+// vmaskmovps stores are slow on AMD (microcoded): store n < 8 lanes as 4 + 2 + 1.
+inline void store_partial(V v, i64 n, float* p) {
+  __m128 x = _mm256_castps256_ps128(v.raw);
+  if (n & 4) {
+    _mm_storeu_ps(p, x);
+    x = _mm256_extractf128_ps(v.raw, 1);
+    p += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), x);
+    x = _mm_movehl_ps(x, x);
+    p += 2;
+  }
+  if (n & 1) _mm_store_ss(p, x);
+}
+#endif
 inline void store_masked(V v, LaneMask m, float* p) { hn::BlendedStore(v, m, D(), p); }
 #endif
 
@@ -218,10 +235,10 @@ struct Tile {
   bool accumulate;
 };
 
-// MR rows x NVK vectors of accumulators in registers. Masked kernels load and store only the
+// MRK rows x NVK vectors of accumulators in registers. Masked kernels load and store only the
 // panel's lanes, so B and C are read in place; rows past m repeat row 0 on load and are not
-// stored.
-template <int NVK, int LA, bool kGatherB, bool kMasked>
+// stored. MRK < MR serves the last rows of A (m <= MRK), at a cost proportional to MRK.
+template <int MRK, int NVK, int LA, bool kGatherB, bool kMasked>
 HWY_NOINLINE void micro_kernel(const Tile& t) {
   const D d;
   LaneMask mask[NVK] = {};
@@ -231,19 +248,19 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
     boff[v] = kGatherB ? t.panel->boff[v] : L * v;
     coff[v] = kGatherB ? t.panel->coff[v] : L * v;
   }
-  const float* rows[MR];  // A row r, element k at rows[r][ka(k)]; rows past m repeat row 0
-  for (i64 r = 0; r < MR; ++r) {
+  const float* rows[MRK];  // A row r, element k at rows[r][ka(k)]; rows past m repeat row 0
+  for (i64 r = 0; r < MRK; ++r) {
     const i64 rr = r < t.m ? r : 0;
     rows[r] = t.a + (LA == kPacked ? r : LA == kRows ? rr * t.lda : t.row[rr]);
   }
-  // With one vector per row, MR accumulators are too few to cover the FMA latency: alternate
-  // two sets over k (S = 2) and add them at the end.
-  constexpr int S = NVK == 1 ? 2 : 1;
-  V c[S][MR][NVK];
+  // With 8 accumulators or fewer, too few to cover the FMA latency, alternate two sets over k
+  // (S = 2; even and odd k) where the registers allow, and add them at the end.
+  constexpr int S = MRK * NVK <= 8 && 2 * MRK * NVK + NVK + 1 <= kRegs ? 2 : 1;
+  V c[S][MRK][NVK];
 #pragma GCC unroll 2
   for (int s = 0; s < S; ++s)
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < MRK; ++r)
 #pragma GCC unroll 3
       for (int v = 0; v < NVK; ++v) c[s][r][v] = hn::Zero(d);
   const float* cols[NVK];  // gathered B vector v, row k at cols[v][bkof[k]]
@@ -263,7 +280,7 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
         bv[v] = kMasked ? load_masked(mask[v], p) : hn::LoadU(d, p);
       }
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
+      for (int r = 0; r < MRK; ++r) {
         const V ar = hn::Set(d, rows[r][ka]);
 #pragma GCC unroll 3
         for (int v = 0; v < NVK; ++v) c[s][r][v] = hn::MulAdd(ar, bv[v], c[s][r][v]);
@@ -271,7 +288,9 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
     }
   if constexpr (S == 2) {
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) c[0][r][0] = hn::Add(c[0][r][0], c[1][r][0]);
+    for (int r = 0; r < MRK; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NVK; ++v) c[0][r][v] = hn::Add(c[0][r][v], c[1][r][v]);
   }
   // C = alpha * acc (+ C). A row's loads all come before its stores: a masked vector may
   // overlap the next one, and a load behind an overlapping store waits for it. Full vectors
@@ -279,7 +298,7 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
   const V alpha = hn::Set(d, t.alpha);
   auto masked = [&](int v) { return kMasked && (kMaskFree || t.panel->n[v] != L); };
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
+  for (int r = 0; r < MRK; ++r) {
     if (r >= t.m) break;
     float* p = t.c + r * t.ldc;
     V out[NVK];
@@ -295,7 +314,11 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
 #pragma GCC unroll 3
     for (int v = 0; v < NVK; ++v) {
       if (masked(v))
+#if HWY_TARGET == HWY_AVX2
+        store_partial(out[v], t.panel->n[v], p + coff[v]);
+#else
         store_masked(out[v], mask[v], p + coff[v]);
+#endif
       else
         hn::StoreU(out[v], d, p + coff[v]);
     }
@@ -304,22 +327,31 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
 
 using Kernel = void (*)(const Tile&);
 
-// Kernels: all NV vectors full (unmasked, unless masks are free), and masked for 1..NV vectors.
-template <int LA, bool kGatherB>
+// Kernels: all NV vectors full (unmasked, unless masks are free), and masked for 1..NV vectors;
+// MR rows, or 4 or 2 for the last rows of A.
+template <int MRK, int LA, bool kGatherB>
 Kernel kernel_for(int nv, bool full) {
-  if (nv == NV) return full && !kMaskFree ? micro_kernel<NV, LA, kGatherB, false>
-                                          : micro_kernel<NV, LA, kGatherB, true>;
+  if (nv == NV) return full && !kMaskFree ? micro_kernel<MRK, NV, LA, kGatherB, false>
+                                          : micro_kernel<MRK, NV, LA, kGatherB, true>;
   if constexpr (NV == 3)
-    if (nv == 2) return micro_kernel<2, LA, kGatherB, true>;
-  return micro_kernel<1, LA, kGatherB, true>;
+    if (nv == 2) return micro_kernel<MRK, 2, LA, kGatherB, true>;
+  return micro_kernel<MRK, 1, LA, kGatherB, true>;
 }
 
-Kernel kernel_for(int la, bool gather_b, const Panel& p) {
+template <int LA, bool kGatherB>
+Kernel kernel_for(i64 m, int nv, bool full) {
+  if (m > 4) return kernel_for<MR, LA, kGatherB>(nv, full);
+  if (m > 2 || MR == 4) return kernel_for<4, LA, kGatherB>(nv, full);
+  return kernel_for<2, LA, kGatherB>(nv, full);
+}
+
+Kernel kernel_for(int la, bool gather_b, const Panel& p, i64 m) {
   if (gather_b)
-    return la == kPacked ? kernel_for<kPacked, true>(p.nv, p.full) : kernel_for<kRows, true>(p.nv, p.full);
-  return la == kGather ? kernel_for<kGather, false>(p.nv, p.full)
-         : la == kRows ? kernel_for<kRows, false>(p.nv, p.full)
-                       : kernel_for<kPacked, false>(p.nv, p.full);
+    return la == kPacked ? kernel_for<kPacked, true>(m, p.nv, p.full)
+                         : kernel_for<kRows, true>(m, p.nv, p.full);
+  return la == kGather ? kernel_for<kGather, false>(m, p.nv, p.full)
+         : la == kRows ? kernel_for<kRows, false>(m, p.nv, p.full)
+                       : kernel_for<kPacked, false>(m, p.nv, p.full);
 }
 
 // Plain panel jr..jr+NR of nc columns: vectors of L consecutive columns.
@@ -453,7 +485,8 @@ void SgemmRun(const SgemmArgs& g) {
         auto run = [&](i64 jp, i64 it0, i64 it1) {
           const Panel plain = gather_b ? Panel{} : plain_panel(jp * NR, nc);
           const Panel& panel = gather_b ? gathered[jp] : plain;
-          const Kernel kernel = kernel_for(layout, gather_b, panel);
+          const Kernel kernel = kernel_for(layout, gather_b, panel, MR),
+                       last = kernel_for(layout, gather_b, panel, mc % MR);
           Tile tile = t;
           tile.panel = &panel;
           tile.b += jp * b_panel;
@@ -463,7 +496,7 @@ void SgemmRun(const SgemmArgs& g) {
           tile.c += it0 * MR * ldc;
           for (i64 it = it0; it < it1; ++it) {
             tile.m = imin(MR, mc - it * MR);
-            kernel(tile);
+            (tile.m == MR ? kernel : last)(tile);
             tile.a += a_panel;
             if (tile.row) tile.row += MR;
             tile.c += MR * ldc;
