@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the library's own single-precision GEMM (BLIS-style packing and a register-blocked
-// micro-kernel per instruction set: 8x48 on AVX-512, 6x16 on AVX2, 4x8 generic; implemented in
+// micro-kernel per instruction set: 8x48 on AVX-512, 6x16 on AVX2, 4x2 generic; implemented in
 // framework/kernels/cpu/sgemm.cpp, runtime-dispatched). It is what detail::gemm<float> runs when
 // sgemm_available(); elsewhere the system BLAS serves. The functions below run the kernel of the
 // current path (cpu::isa()) whatever sgemm_available() says. Each element of C is accumulated

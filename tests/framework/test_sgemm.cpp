@@ -4,8 +4,8 @@
 // C), the gathered variants, and bit-identical results whatever the thread count.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/isa.h"
@@ -32,8 +32,8 @@ struct Reference {
   std::vector<double> value, scale;
 };
 template <class FA, class FB>
-Reference reference(i64 M, i64 N, i64 K, float alpha, FA a, FB b, float beta, const std::vector<float>& C,
-                    i64 ldc) {
+Reference reference(i64 M, i64 N, i64 K, float alpha, FA a, FB b, float beta,
+                    const std::vector<float>& C, i64 ldc) {
   Reference r{std::vector<double>(M * N), std::vector<double>(M * N)};
   for (i64 i = 0; i < M; ++i)
     for (i64 j = 0; j < N; ++j) {
@@ -61,7 +61,8 @@ void check(const std::vector<float>& C, i64 ldc, const Reference& ref, i64 M, i6
       if (!(err <= 6e-8 * (K + 2) * ref.scale[i * N + j] + 1e-30)) ++bad;
     }
     for (i64 j = N; j < ldc; ++j)
-      if (!(C[i * ldc + j] == sentinel || (std::isnan(sentinel) && std::isnan(C[i * ldc + j])))) ++bad_pad;
+      if (!(C[i * ldc + j] == sentinel || (std::isnan(sentinel) && std::isnan(C[i * ldc + j]))))
+        ++bad_pad;
   }
   BOOST_TEST(bad == 0, what << " M " << M << " N " << N << " K " << K << ": " << bad << " wrong");
   BOOST_TEST(bad_pad == 0, what << " M " << M << " N " << N << " K " << K << ": padding written");
@@ -83,7 +84,8 @@ void check_sgemm(Generator& gen, i64 M, i64 N, i64 K, bool ta, bool tb, i64 extr
       M, N, K, alpha, [&](i64 i, i64 k) { return ta ? A[k * lda + i] : A[i * lda + k]; },
       [&](i64 k, i64 j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }, beta, C, ldc);
   detail::sgemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
-  check(C, ldc, ref, M, N, K, sentinel, ta ? (tb ? "sgemm TT" : "sgemm TN") : (tb ? "sgemm NT" : "sgemm NN"));
+  check(C, ldc, ref, M, N, K, sentinel,
+        ta ? (tb ? "sgemm TT" : "sgemm TN") : (tb ? "sgemm NT" : "sgemm NN"));
 }
 
 }  // namespace
@@ -112,20 +114,21 @@ BOOST_AUTO_TEST_CASE(sgemm_blocked_shapes_every_isa) {
     struct Dims {
       i64 M, N, K;
     };
-    std::vector<Dims> dims{{257, 33, 600}, {64, 256, 784}, {10, 1568, 64}, {33, 3100, 70}, {2, 1100, 300},
-                           {130, 49, 513}};
+    std::vector<Dims> dims{{257, 33, 600}, {64, 256, 784}, {10, 1568, 64},
+                           {33, 3100, 70}, {2, 1100, 300}, {130, 49, 513}};
     if (isa == cpu::Isa::Generic) dims.resize(3);  // the portable kernel is slow
     for (const Dims& d : dims)
-      for (int t = 0; t < 4; ++t) check_sgemm(gen, d.M, d.N, d.K, t & 1, t & 2, t == 3 ? 1 : 0, 1.0f, t == 2 ? 0.5f : 0.0f);
+      for (int t = 0; t < 4; ++t)
+        check_sgemm(gen, d.M, d.N, d.K, t & 1, t & 2, t == 3 ? 1 : 0, 1.0f, t == 2 ? 0.5f : 0.0f);
   });
 }
 
 BOOST_AUTO_TEST_CASE(sgemm_empty_and_alpha_zero) {
   qat::test::for_each_isa([](cpu::Isa) {
     Generator gen(13);
-    check_sgemm(gen, 5, 7, 0, false, false, 0, 1.0f, 0.5f);   // K = 0: C = beta C
-    check_sgemm(gen, 5, 7, 0, true, true, 2, 1.0f, 0.0f);     // K = 0, beta = 0: C = 0
-    check_sgemm(gen, 9, 17, 8, false, true, 0, 0.0f, 2.0f);   // alpha = 0
+    check_sgemm(gen, 5, 7, 0, false, false, 0, 1.0f, 0.5f);  // K = 0: C = beta C
+    check_sgemm(gen, 5, 7, 0, true, true, 2, 1.0f, 0.0f);    // K = 0, beta = 0: C = 0
+    check_sgemm(gen, 9, 17, 8, false, true, 0, 0.0f, 2.0f);  // alpha = 0
     std::vector<float> C{1.0f};
     detail::sgemm(false, false, 0, 1, 3, 1.0f, nullptr, 3, nullptr, 1, 0.0f, C.data(), 1);
     detail::sgemm(false, false, 1, 0, 3, 1.0f, nullptr, 3, nullptr, 1, 0.0f, C.data(), 1);
@@ -244,22 +247,23 @@ BOOST_AUTO_TEST_CASE(sgemm_bit_identical_across_thread_counts) {
     Generator gen(16);
     const Im2col conv = im2col(16, 14, 5, 2);
     const i64 P = std::ssize(conv.pos), KK = std::ssize(conv.tap);
-    const std::vector<float> x = uniform(gen, conv.size), W = uniform(gen, 32 * KK), D = uniform(gen, 32 * P);
+    const std::vector<float> x = uniform(gen, conv.size), W = uniform(gen, 32 * KK),
+                             D = uniform(gen, 32 * P);
     const std::vector<float> A = uniform(gen, 300 * 700), B = uniform(gen, 700 * 260);
     auto run_all = [&] {
       std::vector<std::vector<float>> out;
       for (int t = 0; t < 4; ++t) {  // 300 x 260 x 700, every transpose
         const bool ta = t & 1, tb = t & 2;
         std::vector<float> C(300 * 260, 1.0f);
-        detail::sgemm(ta, tb, 300, 260, 700, 1.5f, A.data(), ta ? 300 : 700, B.data(), tb ? 700 : 260, 0.5f,
-                      C.data(), 260);
+        detail::sgemm(ta, tb, 300, 260, 700, 1.5f, A.data(), ta ? 300 : 700, B.data(), tb ? 700 : 260,
+                      0.5f, C.data(), 260);
         out.push_back(C);
       }
       std::vector<float> C1(P * 32), C2(KK * 32), C3(32 * P);
       detail::sgemm_gather_a(P, 32, KK, 1.0f, x.data(), conv.pos.data(), conv.tap.data(), true, W.data(),
                              KK, 0.0f, C1.data(), 32);
-      detail::sgemm_gather_a(KK, 32, P, 1.0f, x.data(), conv.tap.data(), conv.pos.data(), true, D.data(), P,
-                             0.0f, C2.data(), 32);
+      detail::sgemm_gather_a(KK, 32, P, 1.0f, x.data(), conv.tap.data(), conv.pos.data(), true, D.data(),
+                             P, 0.0f, C2.data(), 32);
       detail::sgemm_gather_b(false, 32, P, KK, 1.0f, W.data(), KK, x.data(), conv.tap.data(),
                              conv.pos.data(), 0.0f, C3.data(), P);
       out.push_back(C1), out.push_back(C2), out.push_back(C3);

@@ -2,7 +2,7 @@
 // (see tensor/simd.h) with a register tile sized for each:
 //   AVX-512  8 rows x 3 vectors of 16 = 8 x 48   (24 zmm accumulators of 32)
 //   AVX2     6 rows x 2 vectors of 8  = 6 x 16   (12 ymm accumulators of 16)
-//   generic  4 rows x 2 vectors of 4  = 4 x 8    (Highway EMU128; SCALAR 4 x 2)
+//   generic  4 rows x 2 vectors            (Highway SCALAR: 4 x 2; EMU128: 4 x 8)
 //
 // Goto/BLIS GEMM (Goto & van de Geijn 2008; Van Zee & van de Geijn 2015):
 //   for jc in N by NC:  for pc in K by KC:  B block = op(B)[pc:+KC, jc:+NC] in NR-wide panels
@@ -15,17 +15,19 @@
 // im2col matrix that is never built.
 //
 // Determinism: C(i, j) = sum over k blocks in order, each block summed k = 0, 1, ... in one
-// accumulator (two interleaved ones, even and odd k, added at the end, when the tile has one
-// vector per row). Threads split the tiles of C, so no sum depends on the thread count.
+// accumulator (two interleaved ones, even and odd k, added at the end, in tiles of 8
+// accumulators or fewer). The tiles depend on M, N and K only; threads split them, so no sum
+// depends on the thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "framework/kernels/cpu/sgemm.cpp"
+#include "framework/tensor/sgemm.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
 #include "framework/tensor/parallel.h"
-#include "framework/tensor/sgemm.h"
 
 // clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -214,7 +216,6 @@ enum ALayout { kPacked, kRows, kGather };
 // of columns whose offsets are consecutive.
 struct Panel {
   int nv = 0;
-  bool full = true;  // every vector has L lanes (and nv == NV)
   i64 n[NV] = {}, boff[NV] = {}, coff[NV] = {};
 };
 
@@ -235,16 +236,18 @@ struct Tile {
   bool accumulate;
 };
 
-// MRK rows x NVK vectors of accumulators in registers. Masked kernels load and store only the
-// panel's lanes, so B and C are read in place; rows past m repeat row 0 on load and are not
-// stored. MRK < MR serves the last rows of A (m <= MRK), at a cost proportional to MRK.
-template <int MRK, int NVK, int LA, bool kGatherB, bool kMasked>
+// MRK rows x NVK vectors of accumulators in registers. Vectors v with bit v of kPartial set
+// load and store only the panel's lanes (masked), so B and C are read in place; rows past m
+// repeat row 0 on load and are not stored. MRK < MR serves the last rows of A (m <= MRK), at
+// a cost proportional to MRK.
+template <int MRK, int NVK, int LA, bool kGatherB, int kPartial>
 HWY_NOINLINE void micro_kernel(const Tile& t) {
+  auto masked = [](int v) { return ((kPartial >> v) & 1) != 0; };
   const D d;
   LaneMask mask[NVK] = {};
   i64 boff[NVK], coff[NVK];
   for (int v = 0; v < NVK; ++v) {
-    if (kMasked) mask[v] = lane_mask(t.panel->n[v]);
+    if (masked(v)) mask[v] = lane_mask(t.panel->n[v]);
     boff[v] = kGatherB ? t.panel->boff[v] : L * v;
     coff[v] = kGatherB ? t.panel->coff[v] : L * v;
   }
@@ -277,7 +280,7 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
 #pragma GCC unroll 3
       for (int v = 0; v < NVK; ++v) {
         const float* p = kGatherB ? cols[v] + bkof[k] : t.b + k * ldb + L * v;
-        bv[v] = kMasked ? load_masked(mask[v], p) : hn::LoadU(d, p);
+        bv[v] = masked(v) ? load_masked(mask[v], p) : hn::LoadU(d, p);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < MRK; ++r) {
@@ -293,10 +296,8 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
       for (int v = 0; v < NVK; ++v) c[0][r][v] = hn::Add(c[0][r][v], c[1][r][v]);
   }
   // C = alpha * acc (+ C). A row's loads all come before its stores: a masked vector may
-  // overlap the next one, and a load behind an overlapping store waits for it. Full vectors
-  // of a masked tile use plain loads and stores where masked ones cost more (AVX2 stores).
+  // overlap the next one, and a load behind an overlapping store waits for it.
   const V alpha = hn::Set(d, t.alpha);
-  auto masked = [&](int v) { return kMasked && (kMaskFree || t.panel->n[v] != L); };
 #pragma GCC unroll 8
   for (int r = 0; r < MRK; ++r) {
     if (r >= t.m) break;
@@ -327,41 +328,52 @@ HWY_NOINLINE void micro_kernel(const Tile& t) {
 
 using Kernel = void (*)(const Tile&);
 
-// Kernels: all NV vectors full (unmasked, unless masks are free), and masked for 1..NV vectors;
-// MR rows, or 4 or 2 for the last rows of A.
+// Kernels for 1..NV vectors and each pattern of partial vectors (all vectors masked where masks
+// are free); MR rows, or 4 or 2 for the last rows of A.
+template <int MRK, int NVK, int LA, bool kGatherB>
+Kernel kernel_for(int partial) {
+  if constexpr (kMaskFree) {
+    return micro_kernel<MRK, NVK, LA, kGatherB, (1 << NVK) - 1>;
+  } else {
+    static_assert(NVK <= 2);
+    if (partial == 0) return micro_kernel<MRK, NVK, LA, kGatherB, 0>;
+    if constexpr (NVK == 2) {
+      if (partial == 1) return micro_kernel<MRK, NVK, LA, kGatherB, 1>;
+      if (partial == 2) return micro_kernel<MRK, NVK, LA, kGatherB, 2>;
+      return micro_kernel<MRK, NVK, LA, kGatherB, 3>;
+    }
+    return micro_kernel<MRK, NVK, LA, kGatherB, 1>;
+  }
+}
+
 template <int MRK, int LA, bool kGatherB>
-Kernel kernel_for(int nv, bool full) {
-  if (nv == NV) return full && !kMaskFree ? micro_kernel<MRK, NV, LA, kGatherB, false>
-                                          : micro_kernel<MRK, NV, LA, kGatherB, true>;
+Kernel kernel_for(const Panel& p) {
+  int partial = 0;
+  for (int v = 0; v < p.nv; ++v) partial |= p.n[v] < L ? 1 << v : 0;
+  if (p.nv == NV) return kernel_for<MRK, NV, LA, kGatherB>(partial);
   if constexpr (NV == 3)
-    if (nv == 2) return micro_kernel<MRK, 2, LA, kGatherB, true>;
-  return micro_kernel<MRK, 1, LA, kGatherB, true>;
+    if (p.nv == 2) return kernel_for<MRK, 2, LA, kGatherB>(partial);
+  return kernel_for<MRK, 1, LA, kGatherB>(partial);
 }
 
 template <int LA, bool kGatherB>
-Kernel kernel_for(i64 m, int nv, bool full) {
-  if (m > 4) return kernel_for<MR, LA, kGatherB>(nv, full);
-  if (m > 2 || MR == 4) return kernel_for<4, LA, kGatherB>(nv, full);
-  return kernel_for<2, LA, kGatherB>(nv, full);
+Kernel kernel_for(i64 m, const Panel& p) {
+  if (m > 4) return kernel_for<MR, LA, kGatherB>(p);
+  if (m > 2 || MR == 4) return kernel_for<4, LA, kGatherB>(p);
+  return kernel_for<2, LA, kGatherB>(p);
 }
 
 Kernel kernel_for(int la, bool gather_b, const Panel& p, i64 m) {
-  if (gather_b)
-    return la == kPacked ? kernel_for<kPacked, true>(m, p.nv, p.full)
-                         : kernel_for<kRows, true>(m, p.nv, p.full);
-  return la == kGather ? kernel_for<kGather, false>(m, p.nv, p.full)
-         : la == kRows ? kernel_for<kRows, false>(m, p.nv, p.full)
-                       : kernel_for<kPacked, false>(m, p.nv, p.full);
+  if (gather_b) return la == kPacked ? kernel_for<kPacked, true>(m, p) : kernel_for<kRows, true>(m, p);
+  return la == kGather ? kernel_for<kGather, false>(m, p)
+         : la == kRows ? kernel_for<kRows, false>(m, p)
+                       : kernel_for<kPacked, false>(m, p);
 }
 
 // Plain panel jr..jr+NR of nc columns: vectors of L consecutive columns.
 Panel plain_panel(i64 jr, i64 nc) {
   Panel p;
-  for (i64 v = 0; v < NV && jr + L * v < nc; ++v) {
-    p.n[p.nv++] = imin(L, nc - jr - L * v);
-    p.full = p.full && p.n[p.nv - 1] == L;
-  }
-  p.full = p.full && p.nv == NV;
+  for (i64 v = 0; v < NV && jr + L * v < nc; ++v) p.n[p.nv++] = imin(L, nc - jr - L * v);
   return p;
 }
 
@@ -377,10 +389,8 @@ i64 gathered_panels(const i64* col, i64 N, Panel* panels) {
     p.boff[p.nv] = col[j];
     p.coff[p.nv] = j;
     p.n[p.nv++] = n;
-    p.full = p.full && n == L;
     j += n;
   }
-  for (i64 i = 0; i < count; ++i) panels[i].full = panels[i].full && panels[i].nv == NV;
   return count;
 }
 
@@ -524,9 +534,10 @@ HWY_EXPORT(SgemmRun);
 namespace qat::detail {
 
 namespace {
-// The generic path (no AVX2) runs the system BLAS, which picks its own kernels for the CPU:
-// measured on Zen 4 (bench_gemm, QAT_CPU=generic), our portable 4x8 kernel reaches only a
-// fraction of OpenBLAS's speed on the training shapes.
+// The generic path (no AVX2) runs the system BLAS, which picks its own kernels for the CPU
+// (SSE2 at least): measured on Zen 4 with QAT_CPU=generic, our portable kernel (Highway's
+// one-lane SCALAR target, 4 x 2 tile) reaches 7-10 GFLOP/s on the MLP and conv shapes where
+// OpenBLAS reaches 80-90.
 constexpr bool kGenericUsesOwnKernel = false;
 
 bool forced_blas() {
