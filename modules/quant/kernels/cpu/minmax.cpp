@@ -2,6 +2,7 @@
 // strict compares and reported with +-inf.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/minmax.cpp"
+#include <algorithm>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -17,6 +18,28 @@ HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
   lo = hn::IfThenElse(hn::Lt(v, lo), v, lo);
   hi = hn::IfThenElse(hn::Gt(v, hi), v, hi);
   nan = hn::Or(nan, IsNan(v));
+}
+
+// Whether x holds a -0 and a +0 (bit patterns 0x80000000 and 0), vectorised; stops once both
+// are seen. A ReLU's output has a zero minimum, so this runs on most activations.
+HWY_INLINE void ZeroSigns(const float* x, std::int64_t n, bool& neg0, bool& pos0) {
+  const DF df;
+  const DI di;
+  const VI minus_zero = hn::Set(di, static_cast<std::int32_t>(0x80000000u)), zero = hn::Zero(di);
+  auto neg = hn::FirstN(di, 0), pos = hn::FirstN(di, 0);
+  std::int64_t i = 0;
+  for (; i + kNF <= n; i += kNF) {
+    const VI bits = hn::BitCast(di, hn::LoadU(df, x + i));
+    neg = hn::Or(neg, hn::Eq(bits, minus_zero));
+    pos = hn::Or(pos, hn::Eq(bits, zero));
+    if ((i & 1023) == 0 && !hn::AllFalse(di, neg) && !hn::AllFalse(di, pos)) break;
+  }
+  neg0 = !hn::AllFalse(di, neg);
+  pos0 = !hn::AllFalse(di, pos);
+  for (i = std::max<std::int64_t>(i, n / kNF * kNF); i < n && !(neg0 && pos0); ++i) {
+    neg0 = neg0 || (x[i] == 0 && std::signbit(x[i]));
+    pos0 = pos0 || (x[i] == 0 && !std::signbit(x[i]));
+  }
 }
 
 // Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
@@ -56,10 +79,7 @@ void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   }
   if (a == 0 || b == 0) {
     bool neg0 = false, pos0 = false;
-    for (std::int64_t j = 0; j < n; ++j) {
-      neg0 = neg0 || (x[j] == 0 && std::signbit(x[j]));
-      pos0 = pos0 || (x[j] == 0 && !std::signbit(x[j]));
-    }
+    ZeroSigns(x, n, neg0, pos0);
     if (a == 0) a = neg0 ? -0.0f : 0.0f;
     if (b == 0) b = pos0 ? 0.0f : -0.0f;
   }
