@@ -5,6 +5,7 @@
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/autograd/ops/pointwise.h"
+#include "framework/kernels/cpu/elementwise.h"
 
 namespace qat {
 
@@ -13,10 +14,16 @@ using Inputs = std::vector<Tensor>;
 
 // relu(x) = max(x, 0);  dx = g * [x > 0]
 Tensor relu(const Tensor& x) {
-  Tensor out = detail::map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  require_float(x, "relu", "x");
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  detail::dispatch_float(x.dtype(), "relu",
+                         [&]<class T>() { kernels::relu(x.data<T>(), out.data<T>(), x.numel()); });
   autograd::record(out, "relu", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
-    gi[0] = detail::map2(g, in[0], "relu_backward",
-                         [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); });
+    QAT_CHECK(g.shape() == in[0].shape() && g.dtype() == in[0].dtype(), "relu_backward");
+    gi[0] = Tensor::empty(g.shape(), g.dtype());
+    detail::dispatch_float(g.dtype(), "relu_backward", [&]<class T>() {
+      kernels::relu_backward(g.data<T>(), in[0].data<T>(), gi[0].data<T>(), g.numel());
+    });
   });
   return out;
 }
