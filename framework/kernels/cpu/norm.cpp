@@ -14,12 +14,12 @@ HWY_BEFORE_NAMESPACE();
 namespace qat::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using i64 = std::int64_t;
-constexpr i64 L = 8;
+constexpr i64 L = 16;  // partial sums: enough independent chains to hide the add latency
 
 // Two sums over the channel's elements, u = x - m and v = g (kGrad) or u:  s1 = sum v,
-// s2 = sum v u. Lane l of each full block of 8 in a run goes to partial sum l (held in K
+// s2 = sum v u. Lane l of each full block of L = 16 in a run goes to partial sum l (held in K
 // vectors of doubles, lane k*N + l of the block in lane l of vector k), the rest of the run to
-// the tail; then tail + sum_l partial[l], in order. So the order is that of a scalar loop with 8
+// the tail; then tail + sum_l partial[l], in order. So the order is that of a scalar loop with 16
 // partial sums, whatever the vector width.
 template <bool kGrad, class T>
 void two_sums(const T* __restrict g, const T* __restrict x, i64 N, i64 S, i64 stride, double m,
@@ -27,7 +27,7 @@ void two_sums(const T* __restrict g, const T* __restrict x, i64 N, i64 S, i64 st
   const hn::ScalableTag<double> dd;
   const hn::Rebind<T, decltype(dd)> dt;
   constexpr i64 Nd = static_cast<i64>(hn::MaxLanes(dd)), K = L / Nd;
-  static_assert(K * Nd == L, "8 partial sums must fill whole vectors");
+  static_assert(K * Nd == L, "the L partial sums must fill whole vectors");
   auto load = [&](const T* p) {
     if constexpr (sizeof(T) == sizeof(double)) {
       return hn::LoadU(dd, p);

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: batch-norm CPU kernels over one channel of x viewed as (N, C, S): the N runs of S
 // values at x + n * stride (stride = C * S), runtime-dispatched (tensor/simd.h). Sums are
-// accumulated in double in a fixed order (8 partial sums over the runs, then the tails), the
+// accumulated in double in a fixed order (16 partial sums over the runs, then the tails), the
 // same on every path and thread count.
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // Optimizer step kernels, compiled once per instruction set (see tensor/simd.h): one fused pass
-// each, plain loops that the compiler vectorises per target. Branches on the options are taken
-// outside the loops (a lambda per case) so that every loop body is straight-line.
+// each (SGD a plain loop that the compiler vectorises per target, Adam in Highway ops). Branches on the
+// options are taken outside the loops (a lambda per case) so that every loop body is straight-line.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "framework/kernels/cpu/optim.cpp"
 #include "framework/kernels/cpu/optim.h"
@@ -14,6 +14,7 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 using i64 = std::int64_t;
 
 template <class T, bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
@@ -41,25 +42,48 @@ void sgd_t(i64 n, T* p, const T* g, T* buf, const SgdScalars<T>& s) {
                     : sgd_loop<T, kDecay, true, false, false>(n, p, g, buf, s);
 }
 
+// Highway ops rather than a plain loop: std::sqrt sets errno, so the compiler would not vectorise
+// it. The last partial vector goes through a stack buffer and the same vector code, so every
+// element is computed alike wherever a thread's range starts (bit-identical across thread counts).
 template <class T, bool kL2, bool kDecoupled, bool kAmsgrad>
 void adam_loop(i64 n, T* __restrict p, const T* __restrict gr, T* __restrict m, T* __restrict v,
                T* __restrict v_max, const AdamScalars<T> s) {
-  for (i64 i = 0; i < n; ++i) {
-    T g = gr[i];
-    if constexpr (kL2) g = g + s.wd * p[i];
-    T pi = p[i];
-    if constexpr (kDecoupled) pi = pi * s.shrink;
-    const T mi = m[i] * s.b1 + s.one_minus_b1 * g;
-    const T vi = v[i] * s.b2 + s.one_minus_b2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    T second = vi;
+  const hn::ScalableTag<T> d;
+  const i64 N = static_cast<i64>(hn::Lanes(d));
+  const auto b1 = hn::Set(d, s.b1), b2 = hn::Set(d, s.b2), c1 = hn::Set(d, s.one_minus_b1),
+             c2 = hn::Set(d, s.one_minus_b2), wd = hn::Set(d, s.wd), shrink = hn::Set(d, s.shrink),
+             bc2 = hn::Set(d, s.bc2_sqrt), eps = hn::Set(d, s.eps), step = hn::Set(d, s.neg_step_size);
+  auto update = [&](T* pp, const T* gp, T* mp, T* vp, T* vmp) {
+    auto g = hn::LoadU(d, gp);
+    auto pv = hn::LoadU(d, pp);
+    if constexpr (kL2) g = hn::MulAdd(wd, pv, g);                                  // g + wd p
+    if constexpr (kDecoupled) pv = hn::Mul(pv, shrink);                            // p (1 - lr wd)
+    const auto mv = hn::MulAdd(c1, g, hn::Mul(hn::LoadU(d, mp), b1));              // b1 m + (1-b1) g
+    const auto vv = hn::MulAdd(hn::Mul(c2, g), g, hn::Mul(hn::LoadU(d, vp), b2));  // b2 v + (1-b2) g^2
+    hn::StoreU(mv, d, mp);
+    hn::StoreU(vv, d, vp);
+    auto second = vv;
     if constexpr (kAmsgrad) {
-      second = v_max[i] < vi ? vi : v_max[i];  // std::max(v_max, v)
-      v_max[i] = second;
+      const auto old = hn::LoadU(d, vmp);
+      second = hn::IfThenElse(hn::Lt(old, vv), vv, old);  // std::max(v_max, v)
+      hn::StoreU(second, d, vmp);
     }
-    const T denom = std::sqrt(second) / s.bc2_sqrt + s.eps;
-    p[i] = pi + s.neg_step_size * mi / denom;
+    const auto denom = hn::Add(hn::Div(hn::Sqrt(second), bc2), eps);
+    hn::StoreU(hn::Add(pv, hn::Div(hn::Mul(step, mv), denom)), d, pp);
+  };
+  i64 i = 0;
+  for (; i + N <= n; i += N) update(p + i, gr + i, m + i, v + i, kAmsgrad ? v_max + i : nullptr);
+  if (i == n) return;
+  HWY_ALIGN T buf[5][hn::MaxLanes(d)] = {};  // p, g, m, v, v_max of the tail, zero-padded
+  const i64 r = n - i;
+  for (i64 k = 0; k < r; ++k) {
+    buf[0][k] = p[i + k], buf[1][k] = gr[i + k], buf[2][k] = m[i + k], buf[3][k] = v[i + k];
+    if constexpr (kAmsgrad) buf[4][k] = v_max[i + k];
+  }
+  update(buf[0], buf[1], buf[2], buf[3], buf[4]);
+  for (i64 k = 0; k < r; ++k) {
+    p[i + k] = buf[0][k], m[i + k] = buf[2][k], v[i + k] = buf[3][k];
+    if constexpr (kAmsgrad) v_max[i + k] = buf[4][k];
   }
 }
 
