@@ -6,23 +6,33 @@
 #include "framework/autograd/ops.h"
 #include "framework/autograd/ops/pointwise.h"
 #include "framework/kernels/cpu/elementwise.h"
+#include "framework/tensor/parallel.h"
 
 namespace qat {
 
 using Grads = std::vector<Tensor>;
 using Inputs = std::vector<Tensor>;
+using i64 = std::int64_t;
+constexpr i64 kParallelMin = 1 << 16;  // elements below which threads cost more than they save
 
 // relu(x) = max(x, 0);  dx = g * [x > 0]
 Tensor relu(const Tensor& x) {
   require_float(x, "relu", "x");
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  detail::dispatch_float(x.dtype(), "relu",
-                         [&]<class T>() { kernels::relu(x.data<T>(), out.data<T>(), x.numel()); });
+  detail::dispatch_float(x.dtype(), "relu", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(x.numel(), kParallelMin, [&](i64 b, i64 e) { kernels::relu(px + b, po + b, e - b); });
+  });
   autograd::record(out, "relu", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     QAT_CHECK(g.shape() == in[0].shape() && g.dtype() == in[0].dtype(), "relu_backward");
     gi[0] = Tensor::empty(g.shape(), g.dtype());
     detail::dispatch_float(g.dtype(), "relu_backward", [&]<class T>() {
-      kernels::relu_backward(g.data<T>(), in[0].data<T>(), gi[0].data<T>(), g.numel());
+      const T* pg = g.data<T>();
+      const T* px = in[0].data<T>();
+      T* pd = gi[0].data<T>();
+      parallel_for(g.numel(), kParallelMin,
+                   [&](i64 b, i64 e) { kernels::relu_backward(pg + b, px + b, pd + b, e - b); });
     });
   });
   return out;
