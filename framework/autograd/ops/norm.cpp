@@ -83,27 +83,27 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     std::vector<double> var(v.C);
-    if (training) {
+    if (!training) {
+      mean = read_channels(running_mean);
+      var = read_channels(running_var);
+    }
+    // one channel at a time, statistics then y = x a + b, so that the second pass over the
+    // channel's values finds them in cache
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
-      for (i64 c = 0; c < v.C; ++c) {
+    for (i64 c = 0; c < v.C; ++c) {
+      const T* xc = px + c * v.S;
+      if (training) {
         // shifted by the channel's first value p:  mean = p + s1/M,  var = s2/M - (s1/M)^2
-        const T* xc = px + c * v.S;
         const double p = xc[0], M = static_cast<double>(v.M());
         double s1 = 0, s2 = 0;
         kernels::channel_moments(xc, v.N, v.S, v.C * v.S, p, &s1, &s2);
         mean[c] = p + s1 / M;
         var[c] = std::max(s2 / M - (s1 / M) * (s1 / M), 0.0);
       }
-    } else {
-      mean = read_channels(running_mean);
-      var = read_channels(running_var);
-    }
-    for (i64 c = 0; c < v.C; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
-#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
-    for (i64 c = 0; c < v.C; ++c) {
+      invstd[c] = 1.0 / std::sqrt(var[c] + eps);
       const double scale = invstd[c] * (pw ? pw[c] : 1.0);
       const T a = static_cast<T>(scale), b = static_cast<T>((pb ? pb[c] : 0.0) - mean[c] * scale);
-      kernels::channel_affine(px + c * v.S, py + c * v.S, v.N, v.S, v.C * v.S, a, b);
+      kernels::channel_affine(xc, py + c * v.S, v.N, v.S, v.C * v.S, a, b);
     }
     if (training && running_mean.defined()) {
       // running = (1 - momentum) running + momentum batch, with the unbiased variance
