@@ -1,7 +1,8 @@
-// The quantization hot path of an MLP QAT step (batch 64), each kernel next to a memcpy of the
-// bytes it must read and write, measured in the same run (1 thread):
-//   fake quant (forward + STE backward), observers, LSQ (forward + the three gradients), and the
-//   int8 inference kernel next to our float GEMM on the same shape.
+// The quantization hot path of a QAT step, each kernel next to a reference measured in the same
+// run (1 thread), on the AVX2 path and the best path of this CPU: memcpy of the bytes a kernel
+// must read and write (observers, fake quant, FP8), or the fake-quant forward of the same tensor
+// (LSQ forward + the three gradients, learnable amax); then the int8 inference kernel next to
+// our float GEMM on the same shape.
 //   build/bench/bench_quant
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/blas.h"
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/fake_quant.h"
@@ -25,32 +27,43 @@ using bench::memcpy_seconds;
 using bench::seconds_per_call;
 
 namespace {
-void row(const char* what, const Shape& shape, double seconds, std::size_t bytes) {
-  const double ref = memcpy_seconds(bytes);
-  std::printf("%-40s %-14s %9.1f us %9.1f us %8.2fx\n", what, shape.str().c_str(), seconds * 1e6,
-              ref * 1e6, seconds / ref);
+// one figure next to its reference measured just before, as a ratio
+void row(const char* what, const Shape& shape, double seconds, double ref, const char* ref_name) {
+  std::printf("  %-38s %-14s %9.1f us %9.1f us %7.2fx %s\n", what, shape.str().c_str(), seconds * 1e6,
+              ref * 1e6, seconds / ref, ref_name);
 }
-}  // namespace
+void row(const char* what, const Shape& shape, double seconds, std::size_t bytes) {
+  row(what, shape, seconds, memcpy_seconds(bytes), "memcpy");
+}
 
-int main() {
-  set_num_threads(1);
+// Every quantization kernel of a QAT step on the current path (cpu::isa()).
+void quant_kernels() {
   Generator gen(0);
-  std::printf("%-40s %-14s %12s %12s %9s\n", "kernel (1 thread)", "shape", "time", "memcpy", "x memcpy");
-  const Shape w_shape{256, 784}, a_shape{64, 256};
+  const Shape w_shape{256, 784}, a_shape{64, 256}, big{1 << 20};
   const std::size_t wf = w_shape.numel() * sizeof(float), af = a_shape.numel() * sizeof(float);
+  const std::size_t bf = big.numel() * sizeof(float);
   Tensor w = Tensor::uniform(w_shape, -0.1, 0.1, gen), a = Tensor::uniform(a_shape, 0, 4, gen);
   const QuantSpec wspec = QuantSpec::weight_per_channel(8), aspec = QuantSpec::activation_affine(8);
 
-  MovingAverageMinMaxObserver wobs(wspec, Shape{256}), aobs(aspec);
+  MovingAverageMinMaxObserver wobs(wspec, Shape{256}), aobs(aspec), bobs(aspec);
   row("observer per-channel (weights)", w_shape, seconds_per_call([&] { wobs.forward(w); }), wf);
   row("observer per-tensor (activations)", a_shape, seconds_per_call([&] { aobs.forward(a); }), af);
-  const QParams wq = wobs.calculate_qparams(), aq = aobs.calculate_qparams();
+  const Tensor xb = Tensor::uniform(big, -3, 3, gen);
+  row("observer per-tensor", big, seconds_per_call([&] { bobs.forward(xb); }), bf);
+  const Tensor act = Tensor::uniform(Shape{64, 256}, -1, 1, gen);
+  MovingAveragePerChannelMinMaxObserver cobs(QuantSpec::weight_per_channel(8, 1), 256);
+  row("observer per-channel axis 1 (act.)", a_shape, seconds_per_call([&] { cobs.forward(act); }), af);
+  const QParams wq = wobs.calculate_qparams(), aq = aobs.calculate_qparams(),
+                bq = bobs.calculate_qparams();
+  double t_fq_big = 0;
   {
     NoGradGuard ng;
     row("fake quant per-channel forward", w_shape,
         seconds_per_call([&] { fake_quantize(w, wq, wspec); }), wf * 2 + w_shape.numel());
     row("fake quant per-tensor forward", a_shape, seconds_per_call([&] { fake_quantize(a, aq, aspec); }),
         af * 2 + a_shape.numel());
+    t_fq_big = seconds_per_call([&] { fake_quantize(xb, bq, aspec); });
+    row("fake quant per-tensor forward", big, t_fq_big, bf * 2 + big.numel());
   }
   Tensor wl = w.detach();
   wl.requires_grad_(true);
@@ -68,6 +81,48 @@ int main() {
         scale.zero_grad();
       }),
       wf * 4);
+  {  // LSQ per tensor on 2^20 floats next to the fake-quant forward of the same tensor
+    Tensor x = xb.detach(), s = bq.scale.clone(), z = Tensor::full(Shape{1}, 3.0f, DType::Float32);
+    x.requires_grad_(true);
+    s.requires_grad_(true);
+    z.requires_grad_(true);
+    const Tensor gb = Tensor::uniform(big, -1, 1, gen);
+    row("LSQ per-tensor fwd + 3 gradients", big, seconds_per_call([&] {
+          fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 1.0 / 1024).backward(gb);
+          x.zero_grad();
+          s.zero_grad();
+          z.zero_grad();
+        }),
+        t_fq_big, "fake quant fwd");
+    Tensor amax = Tensor::full(Shape{1}, 2.5f, DType::Float32);
+    amax.requires_grad_(true);
+    const double t_amax = seconds_per_call([&] {
+      fake_quantize_learnable_amax(x, amax, QuantSpec{}).backward(gb);
+      x.zero_grad();
+      amax.zero_grad();
+    });
+    row("learnable amax fwd + 2 gradients", big, t_amax, t_fq_big, "fake quant fwd");
+    NoGradGuard ng;
+    const Tensor fs = Tensor::full(Shape{1}, 0.01f, DType::Float32);
+    const QuantSpec e4{.format = Format::FP8_E4M3};
+    row("FP8 E4M3 fake quant forward", big, seconds_per_call([&] { fake_quantize_fp8(xb, fs, e4); }),
+        bf * 2 + big.numel());
+  }
+}
+}  // namespace
+
+int main() {
+  set_num_threads(1);
+  std::printf("  %-38s %-14s %12s %12s %8s\n", "kernel (1 thread)", "shape", "time", "reference",
+              "ratio");
+  std::vector<cpu::Isa> paths;
+  if (cpu::best_isa() >= cpu::Isa::AVX2) paths.push_back(cpu::Isa::AVX2);
+  if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());
+  for (cpu::Isa isa : paths) {
+    cpu::IsaGuard guard(isa);
+    std::printf("%s\n", cpu::describe().c_str());
+    quant_kernels();
+  }
 
   // int8 inference (u8 x s8 -> s32, requantized) next to our float GEMM of the same shape
   const std::int64_t N = 64, K = 784, O = 256;

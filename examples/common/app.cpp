@@ -21,10 +21,13 @@
 #include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/prepare.h"
+#include "modules/quant/qat_layers.h"
+#include "modules/quant/quantizer.h"
 
 namespace qat::examples {
 namespace {
@@ -36,6 +39,7 @@ struct Options {
   std::string arch, mode = "fp32", qconfig = "int8_default", optimizer = "sgd", schedule = "cosine";
   std::vector<std::string> rules;  // "fc1=skip", "features.*=int8_lsq", "type:Conv2d=int8_default"
   int epochs = 3, threads = 1;
+  int freeze_bn_epoch = 0, freeze_observer_epoch = 0;  // 0: never
   std::int64_t batch = 64, train_limit = 0, test_limit = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::uint64_t seed = 0;
@@ -185,6 +189,19 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Options& o, optim::Optim
   return nullptr;
 }
 
+/// PyTorch's QAT recipe: from epoch `freeze_bn_epoch` on, batch norm uses (and keeps) its
+/// running statistics; from `freeze_observer_epoch` on, the observers stop moving the qparams, so
+/// the last epochs fine-tune the weights against the ranges the int8 model will use.
+void apply_freezes(const Options& o, nn::Module& model, int epoch) {
+  const bool bn = o.freeze_bn_epoch > 0 && epoch >= o.freeze_bn_epoch;
+  const bool obs = o.freeze_observer_epoch > 0 && epoch >= o.freeze_observer_epoch;
+  if (!bn && !obs) return;
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* layer = dynamic_cast<quant::ConvBn2d*>(m); layer && bn) layer->freeze_bn_stats();
+    if (auto* q = dynamic_cast<quant::Quantizer*>(m); q && obs) q->disable_observer();
+  }
+}
+
 struct Summary {
   double train_seconds = 0, last_loss = 0;
   int epochs_run = 0;
@@ -272,7 +289,8 @@ int run_program(Options o, const ModelFactory& factory) {
   if (!o.json) {
     if (!prepared.layers.empty())
       std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepared.table();
-    std::cerr << model->summary() << "BLAS: " << detail::blas_info() << "\n";
+    std::cerr << model->summary() << "BLAS: " << detail::blas_info()
+              << "\nCPU kernels: " << cpu::describe() << "\n";
   }
 
   Progress progress(loader.size(), o.epochs);
@@ -281,6 +299,7 @@ int run_program(Options o, const ModelFactory& factory) {
   double test_acc = 0;
   for (int epoch = start_epoch + 1; epoch <= o.epochs; ++epoch) {
     model->train();
+    apply_freezes(o, *model, epoch);
     progress.start_epoch(epoch);
     const auto t0 = Clock::now();
     std::int64_t i = 0;
@@ -312,7 +331,7 @@ int run_program(Options o, const ModelFactory& factory) {
   std::int64_t int8_bytes = 0;
   js << ", \"epochs\": " << o.epochs << ", \"batch\": " << o.batch << ", \"threads\": " << o.threads
      << ", \"optimizer\": \"" << o.optimizer << "\", \"schedule\": \"" << o.schedule
-     << "\", \"seed\": " << o.seed
+     << "\", \"seed\": " << o.seed << ", \"cpu\": \"" << cpu::isa_name(cpu::isa()) << "\""
      << ", \"train_s_per_epoch\": " << (sum.epochs_run ? sum.train_seconds / sum.epochs_run : 0.0)
      << ", \"final_loss\": " << sum.last_loss << ", \"test_acc\": " << test_acc;
   if (o.mode == "qat") {
@@ -400,6 +419,12 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--threads", o.threads, "CPU threads (1 gives bit-identical runs)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--freeze-bn-epoch", o.freeze_bn_epoch,
+                 "QAT: from this epoch on, batch norm keeps its running statistics (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--freeze-observer-epoch", o.freeze_observer_epoch,
+                 "QAT: from this epoch on, observers stop updating the qparams (0: never)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->capture_default_str();
   app.add_option("--train-limit", o.train_limit, "use only the first N training images (0 = all)");
   app.add_option("--test-limit", o.test_limit, "use only the first N test images (0 = all)");

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/error.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/sgemm.h"
@@ -155,7 +156,7 @@ template void gemm_gather_b<double>(bool, std::int64_t, std::int64_t, std::int64
 
 std::string blas_info() {
   if (sgemm_available())  // the system BLAS only serves float64: do not load it just to name it
-    return std::string("float32: qat sgemm (AVX-512); float64: ") +
+    return std::string("float32: qat sgemm (") + cpu::isa_name(cpu::isa()) + "); float64: " +
            (loaded ? blas().info : std::string("system CBLAS, loaded on first use"));
   return "float32 and float64: " + blas().info;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: GEMM. float32 runs the library's own AVX-512 kernel where the CPU has it
+// Internal: GEMM. float32 runs the library's own kernel on the AVX2 and AVX-512 paths
 // (tensor/sgemm.h), else the system CBLAS (OpenBLAS, loaded at first use); float64 always BLAS.
 #include <cstdint>
 #include <string>

@@ -14,8 +14,8 @@ namespace {
 
 constexpr Isa kAll[] = {Isa::Generic, Isa::AVX2, Isa::AVX512, Isa::AVX512_VNNI};
 
-// The Highway target that serves each path; Generic is Highway's portable EMU128 (with SCALAR,
-// its last-resort entry, always allowed).
+// The Highway target that serves each path; Generic is Highway's portable fallback (EMU128, or
+// SCALAR where Highway considers the compiler's EMU128 broken), always allowed.
 std::int64_t hwy_target(Isa isa) {
   switch (isa) {
     case Isa::AVX2:

@@ -12,7 +12,7 @@ namespace qat::cpu {
 
 /// Kernel paths, from the portable fallback up. Each includes the ones below it.
 enum class Isa {
-  Generic = 0,     ///< portable C++ (Highway EMU128): any x86-64 or other CPU
+  Generic = 0,     ///< portable C++ (Highway EMU128, or SCALAR with GCC < 12.3): any CPU
   AVX2 = 1,        ///< AVX2 + FMA (Haswell, Zen 1-3)
   AVX512 = 2,      ///< AVX-512 F/BW/DQ/VL (Skylake-X)
   AVX512_VNNI = 3  ///< AVX-512 with VNNI, VBMI2, ... (Ice Lake, Zen 4): int8 dot products
@@ -36,6 +36,9 @@ void set_isa(Isa isa);
 Isa requested_isa();
 /// One line for logs and benchmarks, e.g. "avx2 (best avx512_vnni, QAT_CPU=avx2)".
 std::string describe();
+
+/// Highway's name of the kernel set that runs now ("SCALAR"/"EMU128", "AVX2", "AVX3", "AVX3_DL").
+std::string kernel_target();
 
 /// Sets an instruction set for a scope and restores the previous one.
 class IsaGuard {

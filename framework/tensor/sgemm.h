@@ -1,13 +1,16 @@
 #pragma once
-// Internal: the library's own single-precision GEMM for CPUs with AVX-512 (BLIS-style packing
-// and an 8x48 register-blocked micro-kernel). It is what detail::gemm<float> runs when
-// sgemm_available(); elsewhere the system BLAS serves. Each element of C is accumulated in the
-// same order whatever the thread count, so results do not depend on the number of threads.
+// Internal: the library's own single-precision GEMM (BLIS-style packing and a register-blocked
+// micro-kernel per instruction set: 8x48 on AVX-512, 6x16 on AVX2, 4x2 generic; implemented in
+// framework/kernels/cpu/sgemm.cpp, runtime-dispatched). It is what detail::gemm<float> runs when
+// sgemm_available(); elsewhere the system BLAS serves. The functions below run the kernel of the
+// current path (cpu::isa()) whatever sgemm_available() says. Each element of C is accumulated
+// in the same order whatever the thread count, so results do not depend on the number of threads.
 #include <cstdint>
 
 namespace qat::detail {
 
-/// True if this CPU has AVX-512F and QAT_GEMM is not set to "blas".
+/// True if gemm<float> runs this GEMM: on the AVX2 and AVX-512 paths (cpu::isa()), unless
+/// QAT_GEMM=blas. The generic path runs the system BLAS (faster there, measured).
 bool sgemm_available();
 
 /// C = alpha * op(A) * op(B) + beta * C, row-major (same contract as cblas_sgemm).
@@ -26,7 +29,7 @@ void sgemm_gather_a(std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
 /// C = alpha * op(A) * B + beta * C, where B (K x N) is read through offsets into `b`:
 ///   B(k, j) = b[k_offset[k] + col_offset[j]]
 /// e.g. the im2col matrix with the output positions as columns. Columns whose offsets are
-/// consecutive are loaded together (up to 16), so rows of positions are vector loads.
+/// consecutive are loaded together (up to a vector), so rows of positions are vector loads.
 void sgemm_gather_b(bool trans_a, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
                     const float* A, std::int64_t lda, const float* b, const std::int64_t* k_offset,
                     const std::int64_t* col_offset, float beta, float* C, std::int64_t ldc);

@@ -14,7 +14,8 @@
 //   #endif
 //
 // The compiled set (see CMakeLists.txt: HWY_DISABLED_TARGETS, HWY_WANT_AVX3_DL) is
-// EMU128 (cpu::Isa::Generic), AVX2, AVX3 (AVX512) and AVX3_DL (AVX512_VNNI).
+// the portable fallback (cpu::Isa::Generic: EMU128, or SCALAR with GCC < 12.3), AVX2, AVX3 (AVX512) and
+// AVX3_DL (AVX512_VNNI).
 #include <hwy/highway.h>
 
 #include "framework/tensor/cpu.h"

@@ -2,11 +2,14 @@
 #include "modules/quant/fake_quant.h"
 
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
+#include "modules/quant/kernels/cpu/kernels.h"
 
 namespace qat::quant {
 
@@ -31,6 +34,37 @@ Shape param_shape(const QuantSpec& spec, const Shape& x) {
   }
 }
 
+namespace detail {
+
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+                    const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
+                    std::int64_t qmax) {
+  if (!layout.blocked && layout.num_params > 1 && layout.inner < kShortRun) {
+    // parameters along the row: expand them to the row's elements
+    const std::int64_t cols = layout.len * layout.inner;
+    std::vector<float> inv(cols), s(cols), z(cols);
+    for (std::int64_t a = 0; a < layout.len; ++a)
+      for (std::int64_t i = 0; i < layout.inner; ++i) {
+        inv[a * layout.inner + i] = 1.0f / scale[a];
+        s[a * layout.inner + i] = scale[a];
+        z[a * layout.inner + i] = static_cast<float>(zero_point[a]);
+      }
+    kernels::fake_quant_rows(x, y, mask, layout.outer, cols, inv.data(), s.data(), z.data(), qmin, qmax);
+    return;
+  }
+  layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+    if (n < kShortRun) {  // the scalar loop gives the same bits without the vector setup
+      fq_run<float>(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
+                    qmax);
+      return;
+    }
+    kernels::fake_quant(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
+                        qmax);
+  });
+}
+
+}  // namespace detail
+
 namespace {
 
 Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_t* zero_point,
@@ -49,14 +83,21 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
     const T* px = x.data<T>();
     T* py = out.data<T>();
     std::uint8_t* pm = mask.data<std::uint8_t>();
-    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-      fq_run<T>(px + off, py + off, pm + off, n, scale[p], zero_point[p], qmin, qmax);
-    });
+    if constexpr (std::is_same_v<T, float>) {
+      detail::fake_quant_f32(px, py, pm, layout, scale, zero_point, qmin, qmax);
+    } else {
+      layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+        fq_run<T>(px + off, py + off, pm + off, n, scale[p], zero_point[p], qmin, qmax);
+      });
+    }
   });
   autograd::record(out, name, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
     gi[0] = Tensor::empty(g.shape(), g.dtype());
     qat::detail::dispatch_float(g.dtype(), "fake_quantize_backward", [&]<class T>() {
-      ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
+      if constexpr (std::is_same_v<T, float>)
+        kernels::masked_copy(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
+      else
+        ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
     });
   });
   return out;

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cpu/kernels.h"
 
 namespace qat::quant {
 
@@ -33,7 +35,8 @@ Fp8Format fp8_format(Format f) {
 template <class T>
 T round_fp8(T v, const Fp8Format& f);
 
-// float32: the binade exponent comes from the bit pattern, so the loop vectorises.
+// float32: the binade exponent comes from the bit pattern (kernels::fp8_fake_quant vectorises
+// the same steps).
 template <>
 float round_fp8<float>(float v, const Fp8Format& f) {
   const float a = std::fabs(v);
@@ -91,6 +94,12 @@ Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& 
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8);
   qat::detail::dispatch_float(x.dtype(), fn, [&]<class T>() {
     layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::fp8_fake_quant(x.data<float>() + off, out.data<float>() + off,
+                                mask.data<std::uint8_t>() + off, n, scale.data<float>()[p],
+                                f.mantissa_bits, f.min_exponent, static_cast<float>(f.max));
+        return;
+      }
       const T s = static_cast<T>(scale.data<float>()[p]), max = static_cast<T>(f.max);
       const T* px = x.data<T>() + off;
       T* py = out.data<T>() + off;
@@ -108,6 +117,10 @@ Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& 
       const std::uint8_t* m = mask.data<std::uint8_t>();
       const T* dy = g.data<T>();
       T* dx = gi[0].data<T>();
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::masked_copy(dy, m, dx, g.numel());
+        return;
+      }
       for (std::int64_t i = 0; i < g.numel(); ++i) dx[i] = m[i] ? dy[i] : T(0);
     });
   });

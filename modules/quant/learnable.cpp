@@ -4,15 +4,12 @@
 #include <cmath>
 #include <type_traits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cpu/kernels.h"
 
 namespace qat::quant {
 
@@ -22,7 +19,8 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-// One run of PyTorch's fake_quantize_learnable_*_grad_kernel_cpu, with zp the backward zero
+// One run of PyTorch's fake_quantize_learnable_*_grad_kernel_cpu (the float64 path; float32
+// runs kernels::lsq_backward, the same values summed in the sum16 order), with zp the backward zero
 // point (a float holding an integer):
 //   q = round_half_even(zp + x/s);  dx = dy [qmin <= q <= qmax]
 //   inside:  dscale += dy * ((clamp(q) - zp) s - x) / s * gf
@@ -56,65 +54,6 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
   dzp += dz;
 }
 
-#if defined(__x86_64__)
-// The float32 run with AVX-512: the same per-element values in float32 (FMA, round-to-nearest-
-// even, selects), accumulated in double lanes, 16 elements per step. Used when the CPU has it.
-__attribute__((target("avx512f,avx512dq"))) void lsq_grad_run_avx512(
-    const float* __restrict x, const float* __restrict dy, float* __restrict dx, std::int64_t n, float s,
-    float zp, std::int64_t qmin, std::int64_t qmax, float gf, double& dscale, double& dzp) {
-  const float inv = 1.0f / s;
-  const __m512 vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp), vs = _mm512_set1_ps(s);
-  const __m512 vgf = _mm512_set1_ps(gf), lo = _mm512_set1_ps(static_cast<float>(qmin));
-  const __m512 hi = _mm512_set1_ps(static_cast<float>(qmax));
-  const __m512 small = _mm512_set1_ps(static_cast<float>(qmin) - zp);
-  const __m512 big = _mm512_set1_ps(static_cast<float>(qmax) - zp);
-  const __m512 neg_s = _mm512_set1_ps(-1.0f * s);
-  __m512d ds0 = _mm512_setzero_pd(), ds1 = _mm512_setzero_pd(), dz0 = _mm512_setzero_pd(),
-          dz1 = _mm512_setzero_pd();
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + i), g = _mm512_loadu_ps(dy + i);
-    const __m512 q = _mm512_roundscale_ps(_mm512_fmadd_ps(xv, vinv, vzp),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __mmask16 not_below = _mm512_cmp_ps_mask(q, lo, _CMP_GE_OQ);  // NaN counts as below
-    const __mmask16 above = _mm512_cmp_ps_mask(q, hi, _CMP_GT_OQ);
-    const __mmask16 inside = not_below & ~above;
-    _mm512_storeu_ps(dx + i, _mm512_maskz_mov_ps(inside, g));
-    const __m512 xfq = _mm512_mul_ps(_mm512_sub_ps(q, vzp), vs);
-    const __m512 e_in =
-        _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(g, _mm512_sub_ps(xfq, xv)), vinv), vgf);
-    const __m512 e_out = _mm512_mul_ps(
-        _mm512_mask_mov_ps(_mm512_mul_ps(g, small), not_below, _mm512_mul_ps(g, big)), vgf);
-    const __m512 e_s = _mm512_mask_mov_ps(e_out, inside, e_in);
-    const __m512 e_z = _mm512_maskz_mov_ps(static_cast<__mmask16>(~inside),
-                                           _mm512_mul_ps(_mm512_mul_ps(g, neg_s), vgf));
-    ds0 = _mm512_add_pd(ds0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_s)));
-    ds1 = _mm512_add_pd(
-        ds1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_s), 1))));
-    dz0 = _mm512_add_pd(dz0, _mm512_cvtps_pd(_mm512_castps512_ps256(e_z)));
-    dz1 = _mm512_add_pd(
-        dz1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e_z), 1))));
-  }
-  double ds = _mm512_reduce_add_pd(_mm512_add_pd(ds0, ds1)),
-         dz = _mm512_reduce_add_pd(_mm512_add_pd(dz0, dz1));
-  lsq_grad_run<float>(x + i, dy + i, dx + i, n - i, s, zp, qmin, qmax, gf, ds, dz);  // the tail
-  dscale += ds;
-  dzp += dz;
-}
-#endif
-
-bool use_avx512() {
-#if defined(__x86_64__)
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
-
 void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_point, std::int64_t n,
                        std::int64_t qmin, std::int64_t qmax, const char* fn) {
   require_float(x, fn, "x");
@@ -142,10 +81,15 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
         static_cast<std::int32_t>(std::clamp(std::nearbyint(zero_point.data<float>()[p]), lo, hi));
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   qat::detail::dispatch_float(x.dtype(), name, [&]<class T>() {
-    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-      detail::fq_run<T>(x.data<T>() + off, out.data<T>() + off, nullptr, n, scale.data<float>()[p],
-                        zp_fwd[p], qmin, qmax);
-    });
+    if constexpr (std::is_same_v<T, float>) {
+      detail::fake_quant_f32(x.data<float>(), out.data<float>(), nullptr, layout, scale.data<float>(),
+                             zp_fwd.data(), qmin, qmax);
+    } else {
+      layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+        detail::fq_run<T>(x.data<T>() + off, out.data<T>() + off, nullptr, n, scale.data<float>()[p],
+                          zp_fwd[p], qmin, qmax);
+      });
+    }
   });
   autograd::record(
       out, name, {x, scale, zero_point},
@@ -156,15 +100,18 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
         qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
           layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
             const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
-#if defined(__x86_64__)
+            // a run of one term sums the same in any order: the scalar loop, without the setup
             if constexpr (std::is_same_v<T, float>) {
-              if (use_avx512()) {
-                lsq_grad_run_avx512(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
+              if (n == 1) {
+                lsq_grad_run<float>(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
                                     n, s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
                 return;
               }
+              kernels::lsq_backward(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
+                                    n, s, zp, qmin, qmax, static_cast<float>(grad_factor), &ds[p],
+                                    &dz[p]);
+              return;
             }
-#endif
             lsq_grad_run<T>(X.data<T>() + off, g.data<T>() + off, dx.data<T>() + off, n, s, zp, qmin,
                             qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
           });
@@ -257,6 +204,11 @@ Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const Q
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8);
   qat::detail::dispatch_float(x.dtype(), fn, [&]<class T>() {
     layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::amax_forward(x.data<T>() + off, out.data<T>() + off, mask.data<std::uint8_t>() + off, n,
+                              amax.data<float>()[p], spec.is_signed, qmin, qmax);
+        return;
+      }
       amax_run<T>(x.data<T>() + off, out.data<T>() + off, mask.data<std::uint8_t>() + off, n,
                   amax.data<float>()[p], spec.is_signed, qmin, qmax);
     });
@@ -270,6 +222,10 @@ Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const Q
       layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
         const T* dy = g.data<T>() + off;
         T* d = dx.data<T>() + off;
+        if constexpr (std::is_same_v<T, float>) {
+          da[p] += kernels::amax_backward(dy, m + off, d, n);
+          return;
+        }
         double acc = 0;
         for (std::int64_t i = 0; i < n; ++i) {
           const std::uint8_t k = m[off + i];

@@ -1,12 +1,14 @@
 #include "modules/quant/observer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
-#include "modules/quant/detail/minmax.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cpu/kernels.h"
 
 namespace qat::quant {
 
@@ -62,12 +64,23 @@ Tensor Observer::forward(const Tensor& x) {
   std::vector<float> bmin(layout.num_params, kInf), bmax(layout.num_params, -kInf);
   bool bad = false;
   const float* px = xf.data<float>();
-  layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-    float mn, mx;
-    detail::min_max_run(px + off, n, mn, mx, bad);
-    bmin[p] = std::min(bmin[p], mn);
-    bmax[p] = std::max(bmax[p], mx);
-  });
+  if (!layout.blocked && layout.num_params > 1 && layout.inner < detail::kShortRun) {
+    // channel axis (nearly) innermost: column-wise over rows [outer, len * inner], one pass
+    const std::int64_t cols = layout.len * layout.inner;
+    std::vector<float> cmin(cols, kInf), cmax(cols, -kInf);
+    kernels::min_max_rows(px, layout.outer, cols, cmin.data(), cmax.data(), &bad);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      bmin[c / layout.inner] = std::min(bmin[c / layout.inner], cmin[c]);
+      bmax[c / layout.inner] = std::max(bmax[c / layout.inner], cmax[c]);
+    }
+  } else {  // runs of `inner` elements per parameter (per-tensor: one run)
+    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      float mn, mx;
+      kernels::min_max(px + off, n, &mn, &mx, &bad);
+      bmin[p] = std::min(bmin[p], mn);
+      bmax[p] = std::max(bmax[p], mx);
+    });
+  }
   QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
               " (a diverged training step or bad data)");
   update(bmin.data(), bmax.data());

@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/isa.h"
+#include "framework/tensor/cpu.h"
+#include "framework/tensor/kernels.h"
 #include "framework/tensor/random.h"
 #include "framework/tensor/storage.h"
 #include "framework/tensor/tensor.h"
@@ -295,6 +298,60 @@ BOOST_AUTO_TEST_CASE(gemm_gather_double_fallback) {
       for (int k = 0; k < 4; ++k) s += A[i * 4 + k] * a[rows[k] + ks[j]];
       BOOST_TEST(std::abs(C2[i * 5 + j] - s) < 1e-12);
     }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- runtime CPU dispatch (framework/tensor/cpu.h) ------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(cpu_dispatch)
+
+BOOST_AUTO_TEST_CASE(isa_names_round_trip_and_bad_names_are_named) {
+  for (cpu::Isa i : {cpu::Isa::Generic, cpu::Isa::AVX2, cpu::Isa::AVX512, cpu::Isa::AVX512_VNNI})
+    BOOST_TEST(static_cast<int>(cpu::parse_isa(cpu::isa_name(i))) == static_cast<int>(i));
+  BOOST_CHECK_EXCEPTION(cpu::parse_isa("avx9"), Error, [](const Error& e) {
+    const std::string m = e.what();
+    return m.find("cpu::parse_isa") != std::string::npos && m.find("'avx9'") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(every_supported_path_runs_its_own_kernels) {
+  const auto supported = cpu::supported_isas();
+  BOOST_TEST_REQUIRE(!supported.empty());
+  BOOST_TEST(static_cast<int>(supported.front()) == static_cast<int>(cpu::Isa::Generic));
+  BOOST_TEST(static_cast<int>(supported.back()) == static_cast<int>(cpu::best_isa()));
+  const cpu::Isa before = cpu::isa();
+  // Generic is Highway's portable target: EMU128, or SCALAR where the compiler breaks EMU128
+  const char* expected[] = {"", "AVX2", "AVX3", "AVX3_DL"};
+  test::for_each_isa([&](cpu::Isa isa) {
+    BOOST_TEST(static_cast<int>(cpu::isa()) == static_cast<int>(isa));
+    const std::string target = cpu::kernel_target();
+    if (isa == cpu::Isa::Generic)
+      BOOST_TEST((target == "EMU128" || target == "SCALAR"), "generic path runs " << target);
+    else
+      BOOST_TEST(target == expected[static_cast<int>(isa)]);
+  });
+  BOOST_TEST(static_cast<int>(cpu::isa()) == static_cast<int>(before));  // IsaGuard restored it
+}
+
+BOOST_AUTO_TEST_CASE(a_path_the_cpu_lacks_is_refused) {
+  if (cpu::best_isa() == cpu::Isa::AVX512_VNNI) return;  // nothing above the best to ask for
+  const auto above = static_cast<cpu::Isa>(static_cast<int>(cpu::best_isa()) + 1);
+  BOOST_CHECK_THROW(cpu::set_isa(above), Error);
+}
+
+BOOST_AUTO_TEST_CASE(kernels_agree_on_every_path) {
+  std::vector<float> a(1037), b(1037);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 97) * 0.25f - 7.0f;
+    b[i] = static_cast<float>(i % 31) * -0.5f + 3.0f;
+  }
+  const Shape s{static_cast<std::int64_t>(a.size())};
+  const Tensor ta = Tensor::from_vector(a, s), tb = Tensor::from_vector(b, s);
+  test::for_each_isa([&](cpu::Isa) {
+    const Tensor sum = detail::add(ta, tb);
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(sum.data<float>()[i] == a[i] + b[i]);
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

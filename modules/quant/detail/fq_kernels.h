@@ -1,8 +1,11 @@
 #pragma once
-// Internal: the elementwise loops of fake quantization, shared by the fixed-qparams op, the
-// learnable ops and the quantizer modules. Each takes __restrict pointers so it vectorises.
+// Internal: the loops of fake quantization. float32 runs the runtime-dispatched kernels
+// (modules/quant/kernels/cpu/kernels.h); the templates below are the float64 path and the
+// scalar reference the kernels reproduce.
 #include <cmath>
 #include <cstdint>
+
+#include "modules/quant/detail/layout.h"
 
 namespace qat::quant::detail {
 
@@ -13,19 +16,10 @@ void fq_run(const T* __restrict x, T* __restrict y, std::uint8_t* __restrict mas
             float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   const T inv = static_cast<T>(1.0f / scale), s = static_cast<T>(scale), z = static_cast<T>(zp);
   const T lo = static_cast<T>(qmin), hi = static_cast<T>(qmax);
-  // clamp written as selects (vectorises to max/min); NaN fails q > lo and maps to qmin,
-  // as in PyTorch
-  if (mask == nullptr) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const T q = std::nearbyint(x[i] * inv) + z;
-      const T c = q > lo ? q : lo;
-      y[i] = ((c < hi ? c : hi) - z) * s;
-    }
-    return;
-  }
+  // clamp written as selects; NaN fails q > lo and maps to qmin, as in PyTorch
   for (std::int64_t i = 0; i < n; ++i) {
     const T q = std::nearbyint(x[i] * inv) + z;
-    mask[i] = static_cast<std::uint8_t>((q >= lo) & (q <= hi));
+    if (mask != nullptr) mask[i] = static_cast<std::uint8_t>((q >= lo) & (q <= hi));
     const T c = q > lo ? q : lo;
     y[i] = ((c < hi ? c : hi) - z) * s;
   }
@@ -37,5 +31,15 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
              std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] : T(0);
 }
+
+/// fq_run over a float32 tensor laid out as `layout` (scale / zp per parameter), with the
+/// dispatched kernels: one call per run, or per row of [outer, len * inner] when the
+/// parameter axis is (nearly) innermost and runs would be short.
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+                    const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
+                    std::int64_t qmax);
+
+/// Runs shorter than this go through the row kernels (fake_quant_rows, min_max_rows).
+inline constexpr std::int64_t kShortRun = 16;
 
 }  // namespace qat::quant::detail

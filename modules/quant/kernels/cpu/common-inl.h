@@ -1,0 +1,105 @@
+// Per-target helpers shared by the quantization kernels (Highway's -inl.h pattern: included
+// once per target from inside a kernel file's foreach_target pass, before its own region).
+#if defined(QAT_QUANT_KERNELS_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QAT_QUANT_KERNELS_COMMON_INL_H_
+#undef QAT_QUANT_KERNELS_COMMON_INL_H_
+#else
+#define QAT_QUANT_KERNELS_COMMON_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace qat::quant::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU8 = hn::Rebind<std::uint8_t, DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using MF = hn::Mask<DF>;
+
+// The generic path is Highway's SCALAR (1 lane; GCC < 12.3 disables EMU128), else 8 or 16.
+constexpr std::int64_t kNF = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+static_assert(16 % kNF == 0, "sum16 needs vectors of at most 16 floats");
+#if HWY_TARGET == HWY_SCALAR
+using DD = hn::Rebind<double, DF>;  // one double per float
+constexpr std::int64_t kND = 1;
+#else
+using DD = hn::Repartition<double, DF>;  // a float vector's halves promote to two of these
+constexpr std::int64_t kND = kNF / 2;
+#endif
+using VD = hn::Vec<DD>;
+
+/// round half to even (nearbyint). EMU128's / SCALAR's Round adds 0.5 first, which rounds
+/// 0.49999997 up; there: |v| < 2^23 -> copysign((|v| + 2^23) - 2^23, v), exact in round-to-nearest-even.
+HWY_INLINE VF RoundEven(VF v) {
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  const DF df;
+  const VF big = hn::Set(df, 8388608.0f), a = hn::Abs(v);
+  return hn::IfThenElse(hn::Lt(a, big), hn::CopySign(hn::Sub(hn::Add(a, big), big), v), v);
+#else
+  return hn::Round(v);
+#endif
+}
+
+/// a * b + c rounded once (EMU128's / SCALAR's MulAdd round twice).
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+#if HWY_TARGET == HWY_SCALAR
+  return VF(std::fma(a.raw, b.raw, c.raw));
+#elif HWY_TARGET == HWY_EMU128
+  for (std::size_t i = 0; i < sizeof(a.raw) / sizeof(a.raw[0]); ++i)
+    a.raw[i] = std::fma(a.raw[i], b.raw[i], c.raw[i]);
+  return a;
+#else
+  return hn::MulAdd(a, b, c);
+#endif
+}
+
+/// v is NaN. (Highway's Ne on x86 is an ordered compare: false for NaN != NaN.)
+HWY_INLINE MF IsNan(VF v) { return hn::Not(hn::Eq(v, v)); }
+
+/// Stores mask m as bytes 0 / 1.
+HWY_INLINE void StoreMaskBytes(MF m, std::uint8_t* p) {
+  const DI di;
+  const DU8 du8;
+  hn::StoreU(hn::DemoteTo(du8, hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1))), du8, p);
+}
+/// kNF mask bytes as int32 lanes.
+HWY_INLINE VI LoadBytes(const std::uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
+
+/// 16 double partial sums (kernels.h, sum16): Add(k, e) adds the k-th vector of a 16-term block.
+struct Sum16 {
+  VD acc[16 / kND];
+  Sum16() {
+    for (auto& a : acc) a = hn::Zero(DD());
+  }
+  HWY_INLINE void Add(std::int64_t k, VF e) {
+    const DD dd;
+#if HWY_TARGET == HWY_SCALAR
+    acc[k] = hn::Add(acc[k], hn::PromoteTo(dd, e));
+#else
+    const hn::Half<DF> dh;
+    acc[2 * k] = hn::Add(acc[2 * k], hn::PromoteTo(dd, hn::LowerHalf(dh, e)));
+    acc[2 * k + 1] = hn::Add(acc[2 * k + 1], hn::PromoteTo(dd, hn::UpperHalf(dh, e)));
+#endif
+  }
+  /// l[j] += l[j + w] for w = 8, 4, 2, 1; returns l[0].
+  double Total() const {
+    double l[16];
+    for (std::int64_t j = 0; j < 16 / kND; ++j) hn::StoreU(acc[j], DD(), l + j * kND);
+    for (int w = 8; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) l[j] += l[j + w];
+    return l[0];
+  }
+};
+
+}  // namespace qat::quant::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

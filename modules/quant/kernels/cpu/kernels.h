@@ -1,0 +1,54 @@
+#pragma once
+// Internal: the float32 loops of quantization-aware training, runtime-dispatched (one build per
+// instruction set, framework/tensor/simd.h). Every path gives bit-identical results: the same
+// per-element float operations (no FMA contraction: these files build with -ffp-contract=off),
+// round half to even, and reductions in one fixed order (sum16 below).
+//
+// sum16: a run of n terms is summed in double as 16 partial sums, term i going to lane i % 16
+// in index order, then lanes combined pairwise (l += l + 8, l += l + 4, l += l + 2, l += l + 1);
+// narrower vectors emulate the 16 lanes.
+#include <cstdint>
+
+namespace qat::quant::kernels {
+
+/// q = round_half_even(x * (1/scale)) + zp (1/scale rounded to float); y = (clamp(q, qmin,
+/// qmax) - zp) * scale; mask = [qmin <= q <= qmax] (skipped when null). NaN -> qmin.
+void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
+                std::int32_t zp, std::int64_t qmin, std::int64_t qmax);
+/// The same for `rows` rows of `cols` elements, element (r, c) with inv_scale[c] = 1/scale[c],
+/// scale[c], zp[c] (float holding the integer zero point): parameters along the innermost axis.
+void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t rows, std::int64_t cols,
+                     const float* inv_scale, const float* scale, const float* zp, std::int64_t qmin,
+                     std::int64_t qmax);
+/// dx = mask ? dy : 0 (the straight-through estimator).
+void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
+
+/// LSQ backward on one run (PyTorch 1.13 fake_quantize_learnable_*_grad_kernel_cpu), zp the
+/// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax];
+/// inside: ds = dy ((clamp(q) - zp) s - x) (1/s) gf; outside: ds = dy (qmin|qmax - zp) gf,
+/// dz = (-dy) s gf. Adds sum16(ds), sum16(dz) to *dscale, *dzp.
+void lsq_backward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
+                  std::int64_t qmin, std::int64_t qmax, float gf, double* dscale, double* dzp);
+
+/// Learnable amax (PACT-style): s = amax / qmax, y = clamp(round(clamp(x, lo, amax) / s)) * s
+/// with lo = -amax (signed) or 0; mask bit 0: x outside [lo, amax] or NaN, bit 1: x >= amax,
+/// bit 2: signed and x <= -amax.
+void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
+                  bool is_signed, std::int64_t qmin, std::int64_t qmax);
+/// dx = bit 0 ? 0 : dy; returns sum16(bit 1 ? dy : bit 2 ? -dy : 0).
+double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
+
+/// FP8 fake quantization: v = x / scale; mask = [|v| <= max]; y = round_fp8(v) * scale, the
+/// nearest value with `mantissa_bits` and smallest normal exponent `min_exponent`, ties to even,
+/// saturating at +-max, NaN kept.
+void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
+                    int mantissa_bits, int min_exponent, float max);
+
+/// Min and max of n > 0 floats, NaN skipped, -0 counted below +0 (so the result does not depend
+/// on the order). Sets *bad if any value is NaN or +-inf.
+void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad);
+/// Column-wise over a [rows, cols] block: mn[c] = min(mn[c], x[r, c]) for r in order (likewise
+/// mx), NaN skipped, *bad set on NaN or +-inf. mn / mx hold the running values.
+void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad);
+
+}  // namespace qat::quant::kernels

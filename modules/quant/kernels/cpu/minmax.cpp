@@ -1,0 +1,128 @@
+// Observer min / max (kernels.h min_max, min_max_rows): one read of the tensor, NaN skipped by
+// strict compares and reported with +-inf.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/minmax.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "framework/tensor/simd.h"
+#include "modules/quant/kernels/cpu/common-inl.h"
+#include "modules/quant/kernels/cpu/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qat::quant::kernels::HWY_NAMESPACE {
+
+// lo = v < lo ? v : lo, hi = v > hi ? v : hi (so NaN never enters)
+HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
+  lo = hn::IfThenElse(hn::Lt(v, lo), v, lo);
+  hi = hn::IfThenElse(hn::Gt(v, hi), v, hi);
+  nan = hn::Or(nan, IsNan(v));
+}
+
+// Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
+// in any order, up to the sign of a zero result: that is fixed afterwards, -0 below +0, by a
+// second scan for zeros (only when the min or max is zero, e.g. after a ReLU).
+void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
+  const DF df;
+  constexpr float inf = __builtin_inff();
+  VF lo[4], hi[4];
+  MF nan = hn::FirstN(df, 0);
+  for (int j = 0; j < 4; ++j) {
+    lo[j] = hn::Set(df, inf);
+    hi[j] = hn::Set(df, -inf);
+  }
+  std::int64_t i = 0;
+  for (; i + 4 * kNF <= n; i += 4 * kNF)
+    for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, x + i + j * kNF), lo[j], hi[j], nan);
+  for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, x + i), lo[0], hi[0], nan);
+  for (int j = 1; j < 4; ++j) {
+    lo[0] = hn::IfThenElse(hn::Lt(lo[j], lo[0]), lo[j], lo[0]);
+    hi[0] = hn::IfThenElse(hn::Gt(hi[j], hi[0]), hi[j], hi[0]);
+  }
+  float l[kNF], h[kNF];
+  hn::StoreU(lo[0], df, l);
+  hn::StoreU(hi[0], df, h);
+  bool any = !hn::AllFalse(df, nan);
+  float a = inf, b = -inf;
+  for (std::int64_t j = 0; j < kNF; ++j) {
+    a = l[j] < a ? l[j] : a;
+    b = h[j] > b ? h[j] : b;
+  }
+  for (; i < n; ++i) {  // the tail
+    const float v = x[i];
+    a = v < a ? v : a;
+    b = v > b ? v : b;
+    any = any || v != v;
+  }
+  if (a == 0 || b == 0) {
+    bool neg0 = false, pos0 = false;
+    for (std::int64_t j = 0; j < n; ++j) {
+      neg0 = neg0 || (x[j] == 0 && std::signbit(x[j]));
+      pos0 = pos0 || (x[j] == 0 && !std::signbit(x[j]));
+    }
+    if (a == 0) a = neg0 ? -0.0f : 0.0f;
+    if (b == 0) b = pos0 ? 0.0f : -0.0f;
+  }
+  *mn = a;
+  *mx = b;
+  *bad = *bad || any || a == -inf || b == inf;
+}
+
+void MinMaxRows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad) {
+  const DF df;
+  constexpr float inf = __builtin_inff();
+  MF nan = hn::FirstN(df, 0);
+  bool any = false;
+  const std::int64_t full = cols / kNF * kNF;
+  // columns in blocks of 4 vectors held in registers over all rows, then single vectors
+  std::int64_t c = 0;
+  for (; c + 4 * kNF <= full; c += 4 * kNF) {
+    VF lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      lo[j] = hn::LoadU(df, mn + c + j * kNF);
+      hi[j] = hn::LoadU(df, mx + c + j * kNF);
+    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, x + r * cols + c + j * kNF), lo[j], hi[j], nan);
+    for (int j = 0; j < 4; ++j) {
+      hn::StoreU(lo[j], df, mn + c + j * kNF);
+      hn::StoreU(hi[j], df, mx + c + j * kNF);
+    }
+  }
+  for (; c < full; c += kNF) {
+    VF lo = hn::LoadU(df, mn + c), hi = hn::LoadU(df, mx + c);
+    for (std::int64_t r = 0; r < rows; ++r) Fold(hn::LoadU(df, x + r * cols + c), lo, hi, nan);
+    hn::StoreU(lo, df, mn + c);
+    hn::StoreU(hi, df, mx + c);
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (c = full; c < cols; ++c) {
+      const float v = x[r * cols + c];
+      mn[c] = v < mn[c] ? v : mn[c];
+      mx[c] = v > mx[c] ? v : mx[c];
+      any = any || v != v;
+    }
+  any = any || !hn::AllFalse(df, nan);
+  for (c = 0; c < cols; ++c) any = any || mn[c] == -inf || mx[c] == inf;
+  *bad = *bad || any;
+}
+
+}  // namespace qat::quant::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qat::quant::kernels {
+
+HWY_EXPORT(MinMax);
+HWY_EXPORT(MinMaxRows);
+
+void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
+  QAT_DISPATCH(MinMax)(x, n, mn, mx, bad);
+}
+void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx,
+                  bool* bad) {
+  QAT_DISPATCH(MinMaxRows)(x, rows, cols, mn, mx, bad);
+}
+
+}  // namespace qat::quant::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,471 @@
+// The runtime-dispatched quantization kernels (modules/quant/kernels/cpu/kernels.h) against
+// scalar references on every path this CPU has: odd sizes (tails), NaN, +-inf, values exactly at
+// .5 ties and at the qmin / qmax edges; and bit-identical outputs across paths. Then the ops
+// that use them on the layouts that pick different kernels (runs vs. rows).
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/isa.h"
+#include "framework/autograd/ops.h"
+#include "modules/quant/detail/fq_kernels.h"
+#include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cpu/kernels.h"
+#include "modules/quant/observer.h"
+#include "quant/quant_test_util.h"
+
+using namespace qat;
+using namespace qat::quant;
+using namespace qat::test;
+namespace k = qat::quant::kernels;
+using F = std::vector<float>;
+using U8 = std::vector<std::uint8_t>;
+
+BOOST_AUTO_TEST_SUITE(quant_kernels)
+
+namespace {
+
+const std::int64_t kSizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 1007};
+
+/// n values: uniform in [-range, range], with ties ((j + 0.5) * scale), edges (qmin|qmax * scale
+/// and just beyond), NaN, +-inf, +-0 and 0.49999997 * scale sprinkled in.
+F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::uint32_t seed,
+       bool specials = true) {
+  std::mt19937 gen(seed);
+  const float range = static_cast<float>(qmax - qmin) * scale * 0.6f;
+  std::uniform_real_distribution<float> u(-range, range);
+  std::uniform_int_distribution<int> pick(0, 11),
+      tie(static_cast<int>(qmin) - 3, static_cast<int>(qmax) + 3);
+  F x(n);
+  for (auto& v : x) {
+    switch (specials ? pick(gen) : 0) {
+      case 1:
+        v = (static_cast<float>(tie(gen)) + 0.5f) * scale;
+        break;
+      case 2:
+        v = static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale;
+        break;
+      case 3:
+        v = std::nextafter(static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale,
+                           pick(gen) % 2 ? kInf : -kInf);
+        break;
+      case 4:
+        v = pick(gen) % 2 ? 0.49999997f * scale : -0.0f;
+        break;
+      case 5:
+        v = pick(gen) % 3 == 0 ? kNaN : pick(gen) % 2 ? kInf : -kInf;
+        break;
+      default:
+        v = u(gen);
+    }
+  }
+  return x;
+}
+
+bool same_bits(const F& a, const F& b) {
+  return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// Bitwise, NaN matching any NaN.
+void expect_bits(const F& actual, const F& expected, const char* what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_REQUIRE(actual.size() == expected.size());
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      if (std::isnan(actual[i]) && std::isnan(expected[i])) continue;
+      std::uint32_t a, e;
+      std::memcpy(&a, &actual[i], 4);
+      std::memcpy(&e, &expected[i], 4);
+      BOOST_TEST_CONTEXT("index " << i << " actual " << actual[i] << " expected " << expected[i]) {
+        BOOST_TEST(a == e);
+      }
+    }
+  }
+}
+
+// sum16 (kernels.h): term i to lane i % 16, lanes combined pairwise
+double sum16(const std::vector<float>& terms) {
+  double l[16] = {};
+  for (std::size_t i = 0; i < terms.size(); ++i) l[i % 16] += static_cast<double>(terms[i]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) l[j] += l[j + w];
+  return l[0];
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fake_quant_matches_reference) {
+  const struct {
+    float scale;
+    std::int32_t zp;
+    std::int64_t qmin, qmax;
+  } cases[] = {{0.25f, 0, -128, 127}, {0.1f, 3, 0, 255}, {0.0173f, -5, -8, 7}, {1e-3f, 0, -127, 127}};
+  for (const auto& c : cases)
+    for (std::int64_t n : kSizes) {
+      const F x = data(n, c.scale, c.qmin - c.zp, c.qmax - c.zp, static_cast<std::uint32_t>(n));
+      F ref(n);
+      U8 mref(n);
+      qat::quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin,
+                                        c.qmax);
+      F first;
+      for_each_isa([&](cpu::Isa isa) {
+        BOOST_TEST_CONTEXT("scale " << c.scale << " n " << n) {
+          F y(n), y2(n);
+          U8 m(n);
+          k::fake_quant(x.data(), y.data(), m.data(), n, c.scale, c.zp, c.qmin, c.qmax);
+          k::fake_quant(x.data(), y2.data(), nullptr, n, c.scale, c.zp, c.qmin, c.qmax);
+          expect_bits(y, ref, "y");
+          expect_bits(y2, ref, "y without mask");
+          BOOST_TEST(m == mref, boost::test_tools::per_element());
+          if (first.empty()) first = y;
+          BOOST_TEST(same_bits(y, first));
+          // the STE backward
+          const F dy = data(n, 1.0f, -10, 10, 7, false);
+          F dx(n);
+          k::masked_copy(dy.data(), m.data(), dx.data(), n);
+          F dref(n);
+          qat::quant::detail::ste_run<float>(dy.data(), mref.data(), dref.data(), n);
+          expect_bits(dx, dref, "masked_copy");
+        }
+      });
+    }
+}
+
+BOOST_AUTO_TEST_CASE(fake_quant_rows_matches_reference) {
+  for (std::int64_t cols : {1, 3, 17, 33}) {
+    const std::int64_t rows = 5;
+    F inv(cols), s(cols), z(cols);
+    std::vector<std::int32_t> zi(cols);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      s[c] = 0.01f * static_cast<float>(c + 1);
+      inv[c] = 1.0f / s[c];
+      zi[c] = static_cast<std::int32_t>(c % 7) - 3;
+      z[c] = static_cast<float>(zi[c]);
+    }
+    const F x = data(rows * cols, 0.05f, -128, 127, 11);
+    F ref(rows * cols);
+    U8 mref(rows * cols);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        qat::quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1,
+                                          s[c], zi[c], -128, 127);
+    for_each_isa([&](cpu::Isa) {
+      F y(rows * cols);
+      U8 m(rows * cols);
+      k::fake_quant_rows(x.data(), y.data(), m.data(), rows, cols, inv.data(), s.data(), z.data(), -128,
+                         127);
+      expect_bits(y, ref, "rows y");
+      BOOST_TEST(m == mref, boost::test_tools::per_element());
+    });
+  }
+}
+
+// The per-element LSQ terms in float32 (PyTorch's order), the reference for lsq_backward.
+void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
+             F& dx, double& ds, double& dz) {
+  const float inv = 1.0f / s, lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
+  F es(x.size()), ez(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float q = std::nearbyint(std::fma(x[i], inv, zp));
+    const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
+    dx[i] = inside ? dy[i] : 0.0f;
+    if (inside) {
+      const float xfq = (q - zp) * s;
+      const float t = dy[i] * (xfq - x[i]);
+      es[i] = t * inv * gf;
+      ez[i] = 0;
+    } else {
+      const float t = below ? dy[i] * (lo - zp) : dy[i] * (hi - zp);
+      es[i] = t * gf;
+      const float u = dy[i] * -1.0f;
+      ez[i] = u * s * gf;
+    }
+  }
+  ds = sum16(es);
+  dz = sum16(ez);
+}
+
+BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
+  const struct {
+    float s, zp;
+    std::int64_t qmin, qmax;
+    float gf;
+  } cases[] = {{0.25f, 0, -128, 127, 1.0f}, {0.0173f, 3, 0, 255, 0.01f}, {0.5f, -2, -8, 7, 0.3f}};
+  for (const auto& c : cases)
+    for (std::int64_t n : kSizes) {
+      const F x = data(n, c.s, c.qmin, c.qmax, static_cast<std::uint32_t>(n) + 1);
+      const F dy = data(n, 1.0f, -10, 10, static_cast<std::uint32_t>(n) + 2, false);
+      F dref(n);
+      double ds_ref, dz_ref;
+      lsq_ref(x, dy, c.s, c.zp, c.qmin, c.qmax, c.gf, dref, ds_ref, dz_ref);
+      double ds0 = 0, dz0 = 0;
+      bool first = true;
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT("s " << c.s << " n " << n) {
+          F dx(n);
+          double ds = 0.5, dz = -0.25;  // the kernel adds to these
+          k::lsq_backward(x.data(), dy.data(), dx.data(), n, c.s, c.zp, c.qmin, c.qmax, c.gf, &ds, &dz);
+          expect_bits(dx, dref, "dx");
+          BOOST_TEST(ds == ds_ref + 0.5);
+          BOOST_TEST(dz == dz_ref - 0.25);
+          if (first) ds0 = ds, dz0 = dz, first = false;
+          BOOST_TEST(std::memcmp(&ds, &ds0, 8) == 0);
+          BOOST_TEST(std::memcmp(&dz, &dz0, 8) == 0);
+        }
+      });
+    }
+}
+
+BOOST_AUTO_TEST_CASE(amax_matches_reference) {
+  for (bool is_signed : {true, false})
+    for (std::int64_t n : kSizes) {
+      const std::int64_t qmin = is_signed ? -127 : 0, qmax = is_signed ? 127 : 255;
+      const float amax = 2.5f;
+      const F x =
+          data(n, amax / static_cast<float>(qmax), -static_cast<std::int64_t>(qmax), qmax, 3 + n);
+      const F dy = data(n, 1.0f, -10, 10, 5 + n, false);
+      // reference: amax_run of learnable.cpp, written out
+      const float scale = amax / static_cast<float>(qmax), inv = 1.0f / scale;
+      const float lo_x = is_signed ? -amax : 0.0f, lo = static_cast<float>(qmin),
+                  hi = static_cast<float>(qmax);
+      F yref(n), dref(n), terms(n);
+      U8 mref(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        mref[i] = static_cast<std::uint8_t>((!(v >= lo_x && v <= amax)) | ((v >= amax) << 1) |
+                                            ((is_signed && v <= lo_x) << 2));
+        float c = v > lo_x ? v : lo_x;
+        c = c < amax ? c : amax;
+        const float q = std::nearbyint(c * inv), qc = q > lo ? q : lo;
+        yref[i] = (qc < hi ? qc : hi) * scale;
+        dref[i] = (mref[i] & 1) ? 0.0f : dy[i];
+        terms[i] = (mref[i] & 2) ? dy[i] : (mref[i] & 4) ? -dy[i] : 0.0f;
+      }
+      const double da_ref = sum16(terms);
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT("signed " << is_signed << " n " << n) {
+          F y(n), dx(n);
+          U8 m(n);
+          k::amax_forward(x.data(), y.data(), m.data(), n, amax, is_signed, qmin, qmax);
+          expect_bits(y, yref, "amax y");
+          BOOST_TEST(m == mref, boost::test_tools::per_element());
+          const double da = k::amax_backward(dy.data(), m.data(), dx.data(), n);
+          expect_bits(dx, dref, "amax dx");
+          BOOST_TEST(da == da_ref);
+        }
+      });
+    }
+}
+
+BOOST_AUTO_TEST_CASE(fp8_matches_reference) {
+  for (Format f : {Format::FP8_E4M3, Format::FP8_E5M2})
+    for (std::int64_t n : kSizes) {
+      const bool e4 = f == Format::FP8_E4M3;
+      const float max = e4 ? 448.0f : 57344.0f, scale = 0.37f;
+      F x = data(n, max * scale / 200.0f, -300, 300, 9 + n);
+      // exact FP8 values and ties between neighbours (1 + 1/16 is a tie for E4M3), subnormals
+      const float extra[] = {1.0625f,
+                             1.125f,
+                             0.0f,
+                             std::ldexp(1.0f, -9),
+                             3 * std::ldexp(1.0f, -11),
+                             1e-30f,
+                             max,
+                             max * 1.01f,
+                             500.0f,
+                             -464.0f,
+                             61440.0f};
+      for (std::int64_t i = 0; i < n; i += 3) x[i] = extra[(i / 3) % 11] * (i % 2 ? -scale : scale);
+      F yref(n);
+      U8 mref(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = x[i] / scale;
+        mref[i] = std::fabs(v) <= max;
+        yref[i] = round_to_fp8(v, f) * scale;
+      }
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT((e4 ? "e4m3" : "e5m2") << " n " << n) {
+          F y(n);
+          U8 m(n);
+          k::fp8_fake_quant(x.data(), y.data(), m.data(), n, scale, e4 ? 3 : 2, e4 ? -6 : -14, max);
+          expect_bits(y, yref, "fp8 y");
+          BOOST_TEST(m == mref, boost::test_tools::per_element());
+        }
+      });
+    }
+}
+
+BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
+  for (std::int64_t n : kSizes)
+    for (int special = 0; special < 6; ++special) {
+      F x = data(n, 0.1f, -100, 100, 21 + n, false);
+      if (special == 1) x[n / 2] = kNaN;
+      if (special == 2) x[n - 1] = kInf;
+      if (special == 3) x[0] = -kInf;
+      // signed zeros at the minimum (4) or maximum (5): -0 counts below +0
+      for (std::int64_t i = 0; special >= 4 && i < n; ++i) {
+        x[i] = special == 4 ? std::fabs(x[i]) : -std::fabs(x[i]);
+        if (i % 5 == 1) x[i] = (i / 5) % 2 ? 0.0f : -0.0f;
+      }
+      float mn_ref = kInf, mx_ref = -kInf;
+      for (float v : x) {
+        if (v < mn_ref || (v == 0 && mn_ref == 0 && std::signbit(v))) mn_ref = v;
+        if (v > mx_ref || (v == 0 && mx_ref == 0 && !std::signbit(v))) mx_ref = v;
+      }
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT("n " << n << " special " << special) {
+          float mn, mx;
+          bool bad = false;
+          k::min_max(x.data(), n, &mn, &mx, &bad);
+          BOOST_TEST(mn == mn_ref);
+          BOOST_TEST(mx == mx_ref);
+          BOOST_TEST(std::signbit(mn) == std::signbit(mn_ref));
+          BOOST_TEST(std::signbit(mx) == std::signbit(mx_ref));
+          BOOST_TEST(bad == (special >= 1 && special <= 3));
+          // column-wise: [rows, cols] with cols = n, 3 rows
+          const std::int64_t rows = 3;
+          F xr(rows * n);
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < n; ++c)
+              xr[r * n + c] = x[c] * static_cast<float>(r + 1) - static_cast<float>(r);
+          F cmin(n, kInf), cmax(n, -kInf);
+          bool bad2 = false;
+          k::min_max_rows(xr.data(), rows, n, cmin.data(), cmax.data(), &bad2);
+          BOOST_TEST(bad2 == (special >= 1 && special <= 3));
+          for (std::int64_t c = 0; c < n; ++c) {
+            float a = kInf, b = -kInf;
+            for (std::int64_t r = 0; r < rows; ++r) {
+              const float v = xr[r * n + c];
+              if (v < a) a = v;
+              if (v > b) b = v;
+            }
+            BOOST_TEST(cmin[c] == a);
+            BOOST_TEST(cmax[c] == b);
+          }
+        }
+      });
+    }
+}
+
+// ---- the ops on the layouts that pick different kernels -----------------------------------
+
+BOOST_AUTO_TEST_CASE(observer_per_channel_layouts) {
+  // [N, C] axis 1 (rows kernel), [C, K] axis 0 (runs), [N, C, H, W] axis 1 with H W = 49 (runs)
+  // and 4 (rows): per-channel min / max against a plain loop, on every path
+  struct Case {
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {
+      {Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
+  for (const Case& c : cases) {
+    const std::int64_t numel = c.shape.numel(), channels = c.shape[c.axis];
+    const F v = data(numel, 0.1f, -100, 100, static_cast<std::uint32_t>(numel), false);
+    const Tensor x = Tensor::from_vector<float>(v, c.shape);
+    std::int64_t inner = 1;
+    for (int d = c.axis + 1; d < c.shape.rank(); ++d) inner *= c.shape[d];
+    F mn(channels, kInf), mx(channels, -kInf);
+    for (std::int64_t i = 0; i < numel; ++i) {
+      const std::int64_t ch = (i / inner) % channels;
+      mn[ch] = std::min(mn[ch], v[i]);
+      mx[ch] = std::max(mx[ch], v[i]);
+    }
+    for_each_isa([&](cpu::Isa) {
+      BOOST_TEST_CONTEXT("shape " << c.shape << " axis " << c.axis) {
+        PerChannelMinMaxObserver obs(QuantSpec::weight_per_channel(8, c.axis), channels);
+        obs.forward(x);
+        BOOST_TEST(obs.min_val().to_vector<float>() == mn, boost::test_tools::per_element());
+        BOOST_TEST(obs.max_val().to_vector<float>() == mx, boost::test_tools::per_element());
+        F bad = v;
+        bad[numel / 2] = kNaN;
+        PerChannelMinMaxObserver obs2(QuantSpec::weight_per_channel(8, c.axis), channels);
+        BOOST_CHECK_THROW(obs2.forward(Tensor::from_vector<float>(bad, c.shape)), Error);
+      }
+    });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fake_quantize_per_channel_layouts) {
+  // float32 against the float64 path of the same op: both give the float32 grid values for
+  // these inputs (power-of-two scales, so x / s is exact in both)
+  struct Case {
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {
+      {Shape{33, 7}, 1}, {Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{3, 5, 2, 2}, 1}};
+  for (const Case& c : cases) {
+    const std::int64_t numel = c.shape.numel(), channels = c.shape[c.axis];
+    const F v = data(numel, 0.125f, -128, 127, static_cast<std::uint32_t>(numel) + 5);
+    F s(channels);
+    std::vector<std::int32_t> z(channels);
+    for (std::int64_t ch = 0; ch < channels; ++ch) {
+      s[ch] = std::ldexp(1.0f, -static_cast<int>(ch % 5));
+      z[ch] = static_cast<std::int32_t>(ch % 3) - 1;
+    }
+    const Tensor scale = Tensor::from_vector<float>(s, Shape{channels});
+    const Tensor zp = Tensor::from_vector<std::int32_t>(z, Shape{channels});
+    const Tensor x = Tensor::from_vector<float>(v, c.shape);
+    const Tensor ref =
+        fake_quantize_per_channel_affine(x.to(DType::Float64), scale, zp, c.axis, -128, 127);
+    F first;
+    for_each_isa([&](cpu::Isa) {
+      BOOST_TEST_CONTEXT("shape " << c.shape << " axis " << c.axis) {
+        const Tensor y = fake_quantize_per_channel_affine(x, scale, zp, c.axis, -128, 127);
+        expect_exact(y, ref.to(DType::Float32), "per-channel fake quant");
+        const F yv = y.to_vector<float>();
+        if (first.empty()) first = yv;
+        BOOST_TEST(same_bits(yv, first));
+      }
+    });
+  }
+}
+
+// LSQ and learnable amax through the ops: per tensor, per channel on axis 0 (runs) and axis 1
+// (runs of one element, the scalar loop): the same bits on every path, and gradients within
+// float32 rounding of the float64 path
+BOOST_AUTO_TEST_CASE(learnable_ops_same_bits_on_every_path) {
+  const F v = data(33 * 31, 0.05f, -128, 127, 99, false);  // finite: the gradient sums too
+  for (int mode = 0; mode < 4; ++mode) {
+    const std::int64_t channels = mode == 1 ? 33 : mode == 2 ? 31 : 1;
+    auto run = [&](DType dtype, F& y, F& dx, F& ds, F& dz) {
+      Tensor x = Tensor::from_vector<float>(v, Shape{33, 31}).to(dtype);
+      Tensor s = Tensor::full(Shape{channels}, 0.05f, DType::Float32);
+      Tensor z = Tensor::full(Shape{channels}, 2.0f, DType::Float32);
+      x.requires_grad_(true);
+      s.requires_grad_(true);
+      z.requires_grad_(true);
+      Tensor out = mode == 0 ? fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 0.01)
+                   : mode == 3
+                       ? fake_quantize_learnable_amax(x, s, QuantSpec{})
+                       : fake_quantize_learnable_per_channel_affine(x, s, z, mode - 1, -128, 127, 0.01);
+      sum(mul(out, x.detach())).backward();
+      y = out.to(DType::Float32).to_vector<float>();
+      dx = x.grad().to(DType::Float32).to_vector<float>();
+      ds = s.grad().to_vector<float>();
+      dz = mode == 3 ? F{} : z.grad().to_vector<float>();
+    };
+    F y64, dx64, ds64, dz64;
+    run(DType::Float64, y64, dx64, ds64, dz64);
+    F y0, dx0, ds0, dz0;
+    for_each_isa([&](cpu::Isa) {
+      BOOST_TEST_CONTEXT("mode " << mode) {
+        F y, dx, ds, dz;
+        run(DType::Float32, y, dx, ds, dz);
+        if (y0.empty()) y0 = y, dx0 = dx, ds0 = ds, dz0 = dz;
+        BOOST_TEST(same_bits(y, y0));
+        BOOST_TEST(same_bits(dx, dx0));
+        BOOST_TEST(same_bits(ds, ds0));
+        BOOST_TEST(same_bits(dz, dz0));
+        for (std::size_t p = 0; p < ds.size(); ++p)
+          BOOST_TEST(ds[p] == ds64[p], boost::test_tools::tolerance(1e-4f));
+      }
+    });
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
