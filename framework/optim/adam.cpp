@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "framework/kernels/cpu/optim.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
 
@@ -38,37 +39,9 @@ std::vector<Optimizer::Slot> Adam::slots() const {
   return s;
 }
 
-// One fused pass; scalars are rounded to T first and the operations happen in PyTorch's order
-// (torch/optim/adam.py and adamw.py, _single_tensor_adam[w]), so float32 results match it to
-// the last bit or so.
-namespace {
-template <class T>
-struct AdamScalars {
-  T b1, b2, one_minus_b1, one_minus_b2, wd, shrink, bc2_sqrt, eps, neg_step_size;
-  bool l2, decoupled;
-};
-
-// g' = g + wd*p (Adam) or
-// p *= 1 - lr*wd (AdamW); m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'^2 (v_max = max(v_max, v)
-// with amsgrad); p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)   (Kingma & Ba 2015; Loshchilov &
-// Hutter 2019)
-template <class T>
-void adam_kernel(std::int64_t n, T* __restrict p, const T* __restrict gr, T* __restrict m,
-                 T* __restrict v, T* __restrict v_max, const AdamScalars<T> s) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    T g = gr[i];
-    if (s.l2) g = g + s.wd * p[i];
-    if (s.decoupled) p[i] = p[i] * s.shrink;
-    m[i] = m[i] * s.b1 + s.one_minus_b1 * g;
-    v[i] = v[i] * s.b2 + s.one_minus_b2 * g * g;
-    T second = v[i];
-    if (v_max != nullptr) second = v_max[i] = std::max(v_max[i], v[i]);
-    const T denom = std::sqrt(second) / s.bc2_sqrt + s.eps;
-    p[i] = p[i] + s.neg_step_size * m[i] / denom;
-  }
-}
-}  // namespace
-
+// One fused pass (kernels::adam_step); scalars are rounded to T first and the operations happen
+// in PyTorch's order (torch/optim/adam.py and adamw.py, _single_tensor_adam[w]), so float32
+// results match it to the last bit or so (Kingma & Ba 2015; Loshchilov & Hutter 2019).
 void Adam::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) {
   if (!state[0].defined()) {
     state[0] = Tensor::zeros(Shape{}, DType::Int64);
@@ -80,7 +53,7 @@ void Adam::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state)
   const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(t));
   const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(t));
   detail::dispatch_float(param.dtype(), decoupled_ ? "AdamW::step" : "Adam::step", [&]<class T>() {
-    const AdamScalars<T> s{
+    const kernels::AdamScalars<T> s{
         .b1 = static_cast<T>(beta1),
         .b2 = static_cast<T>(beta2),
         .one_minus_b1 = static_cast<T>(1 - beta1),
@@ -99,7 +72,7 @@ void Adam::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state)
     T* v = state[2].data<T>();
     T* v_max = options_.amsgrad ? state[3].data<T>() : nullptr;
     parallel_for(param.numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
-      adam_kernel<T>(e - b, p + b, g + b, m + b, v + b, v_max ? v_max + b : nullptr, s);
+      kernels::adam_step(e - b, p + b, g + b, m + b, v + b, v_max ? v_max + b : nullptr, s);
     });
   });
 }

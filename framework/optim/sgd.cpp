@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "framework/kernels/cpu/optim.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
 
@@ -29,27 +30,6 @@ std::vector<Optimizer::Slot> SGD::slots() const {
   return {{"momentum_buffer", true}};
 }
 
-namespace {
-// One fused pass; scalars are rounded to T first and the operations happen in PyTorch's order
-// (torch/optim/sgd.py, _single_tensor_sgd), so float32 results match it to the last bit or so.
-// PyTorch 1.13 torch.optim.SGD:  g' = g + wd*p;  b = first ? g' : momentum*b + (1-dampening)*g';
-// d = nesterov ? g' + momentum*b : b (or g' without momentum);  p = p - lr*d
-template <class T>
-void sgd_kernel(std::int64_t n, T* __restrict p, const T* __restrict g, T* __restrict buf, T wd, T mom,
-                T keep, T neg_lr, bool decay, bool first, bool nesterov) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (decay) d = d + wd * p[i];
-    if (buf != nullptr) {
-      const T b = first ? d : buf[i] * mom + keep * d;
-      buf[i] = b;
-      d = nesterov ? d + mom * b : b;
-    }
-    p[i] = p[i] + neg_lr * d;
-  }
-}
-}  // namespace
-
 void SGD::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) {
   const bool use_momentum = options_.momentum != 0;
   const bool first = use_momentum && !state[0].defined();
@@ -58,12 +38,17 @@ void SGD::update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) 
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* buf = use_momentum ? state[0].data<T>() : nullptr;
-    const T wd = static_cast<T>(options_.weight_decay), mom = static_cast<T>(options_.momentum);
-    const T keep = static_cast<T>(1.0 - options_.dampening), neg_lr = static_cast<T>(-lr());
-    const bool decay = options_.weight_decay != 0;
+    // scalars rounded to T first, PyTorch's order of operations (torch/optim/sgd.py,
+    // _single_tensor_sgd), so float32 results match it to the last bit or so
+    const kernels::SgdScalars<T> s{.wd = static_cast<T>(options_.weight_decay),
+                                   .momentum = static_cast<T>(options_.momentum),
+                                   .keep = static_cast<T>(1.0 - options_.dampening),
+                                   .neg_lr = static_cast<T>(-lr()),
+                                   .decay = options_.weight_decay != 0,
+                                   .first = first,
+                                   .nesterov = options_.nesterov};
     parallel_for(param.numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
-      sgd_kernel<T>(e - b, p + b, g + b, buf ? buf + b : nullptr, wd, mom, keep, neg_lr, decay, first,
-                    options_.nesterov);
+      kernels::sgd_step(e - b, p + b, g + b, buf ? buf + b : nullptr, s);
     });
   });
 }

@@ -2,20 +2,33 @@
 
 #include "framework/kernels/cpu/elementwise.h"
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
 
 namespace qat::detail {
 
+using i64 = std::int64_t;
+constexpr i64 kParallelMin = 1 << 16;  // elements below which threads cost more than they save
+
 void add_inplace(Tensor& dst, const Tensor& src) {
   QAT_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype());
-  dispatch_float(dst.dtype(), "add_inplace",
-                 [&]<class T>() { kernels::add_inplace(dst.data<T>(), src.data<T>(), dst.numel()); });
+  dispatch_float(dst.dtype(), "add_inplace", [&]<class T>() {
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    parallel_for(dst.numel(), kParallelMin,
+                 [&](i64 b, i64 e) { kernels::add_inplace(d + b, s + b, e - b); });
+  });
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   QAT_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype());
   Tensor out = Tensor::empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), "add",
-                 [&]<class T>() { kernels::add(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
+  dispatch_float(a.dtype(), "add", [&]<class T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    parallel_for(a.numel(), kParallelMin,
+                 [&](i64 s, i64 e) { kernels::add(pa + s, pb + s, po + s, e - s); });
+  });
   return out;
 }
 

@@ -5,18 +5,35 @@
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/autograd/ops/pointwise.h"
+#include "framework/kernels/cpu/elementwise.h"
+#include "framework/tensor/parallel.h"
 
 namespace qat {
 
 using Grads = std::vector<Tensor>;
 using Inputs = std::vector<Tensor>;
+using i64 = std::int64_t;
+constexpr i64 kParallelMin = 1 << 16;  // elements below which threads cost more than they save
 
 // relu(x) = max(x, 0);  dx = g * [x > 0]
 Tensor relu(const Tensor& x) {
-  Tensor out = detail::map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  require_float(x, "relu", "x");
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  detail::dispatch_float(x.dtype(), "relu", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(x.numel(), kParallelMin, [&](i64 b, i64 e) { kernels::relu(px + b, po + b, e - b); });
+  });
   autograd::record(out, "relu", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
-    gi[0] = detail::map2(g, in[0], "relu_backward",
-                         [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); });
+    QAT_CHECK(g.shape() == in[0].shape() && g.dtype() == in[0].dtype(), "relu_backward");
+    gi[0] = Tensor::empty(g.shape(), g.dtype());
+    detail::dispatch_float(g.dtype(), "relu_backward", [&]<class T>() {
+      const T* pg = g.data<T>();
+      const T* px = in[0].data<T>();
+      T* pd = gi[0].data<T>();
+      parallel_for(g.numel(), kParallelMin,
+                   [&](i64 b, i64 e) { kernels::relu_backward(pg + b, px + b, pd + b, e - b); });
+    });
   });
   return out;
 }

@@ -3,12 +3,25 @@
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/autograd/ops/pointwise.h"
+#include "framework/kernels/cpu/elementwise.h"
 #include "framework/tensor/random.h"
 
 namespace qat {
 
 using Grads = std::vector<Tensor>;
 using Inputs = std::vector<Tensor>;
+
+namespace {
+// a * m (same shape and dtype)
+Tensor masked(const Tensor& a, const Tensor& m, const char* fn) {
+  QAT_CHECK(a.shape() == m.shape() && a.dtype() == m.dtype(), fn);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  detail::dispatch_float(a.dtype(), fn, [&]<class T>() {
+    kernels::binary(kernels::BinaryOp::Mul, a.data<T>(), 1, m.data<T>(), 1, out.data<T>(), a.numel());
+  });
+  return out;
+}
+}  // namespace
 
 // y = x * m,  m = [u >= p] / (1 - p) with u ~ U[0, 1) drawn from gen per element (m = 0 when
 // p = 1);  dx = g * m
@@ -23,9 +36,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     const std::int64_t n = mask.numel();
     for (std::int64_t i = 0; i < n; ++i) m[i] = gen.uniform() >= p ? keep : T(0);
   });
-  Tensor out = detail::map2(x, mask, "dropout", [](auto xv, auto mv) { return xv * mv; });
+  Tensor out = masked(x, mask, "dropout");
   autograd::record(out, "dropout", {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = detail::map2(g, mask, "dropout_backward", [](auto gv, auto mv) { return gv * mv; });
+    gi[0] = masked(g, mask, "dropout_backward");
   });
   return out;
 }

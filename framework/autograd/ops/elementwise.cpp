@@ -1,5 +1,7 @@
 // Elementwise arithmetic with NumPy broadcasting (planned in ops/broadcast.h: the innermost loop
 // runs over merged contiguous dimensions with unit or zero strides).
+#include "framework/kernels/cpu/elementwise.h"
+
 #include <array>
 #include <cmath>
 
@@ -7,6 +9,7 @@
 #include "framework/autograd/ops.h"
 #include "framework/autograd/ops/broadcast.h"
 #include "framework/autograd/ops/pointwise.h"
+#include "framework/kernels/cpu/reduce.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -20,26 +23,8 @@ void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
               dtype_name(b.dtype()));
 }
 
-// o[i] = f(a[i * ia], b[i * ib]) for unit or zero strides, each case its own vectorised loop.
-template <class T, class F>
-void binary_run(const T* __restrict a, std::int64_t ia, const T* __restrict b, std::int64_t ib,
-                T* __restrict o, std::int64_t n, F f) {
-  if (ia == 1 && ib == 1) {
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (ia == 1 && ib == 0) {
-    const T y = *b;
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i], y);
-  } else if (ia == 0 && ib == 1) {
-    const T x = *a;
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f(x, b[i]);
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i * ia], b[i * ib]);
-  }
-}
-
 // out = f(a, b) with broadcasting.
-template <class F>
-Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, F f) {
+Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, kernels::BinaryOp op) {
   require_same_dtype(a, b, fn);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), fn);
   Tensor out = Tensor::empty(out_shape, a.dtype());
@@ -55,7 +40,7 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, F f) {
     for (std::int64_t base = 0, total = out.numel(); base < total; base += n) {
       std::int64_t oa = 0, ob = 0;
       for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
-      binary_run(pa + oa, ia, pb + ob, ib, po + base, n, f);
+      kernels::binary(op, pa + oa, ia, pb + ob, ib, po + base, n);
       for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
     }
   });
@@ -117,9 +102,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
       std::int64_t off = 0;
       for (int d = 0; d + 1 < r; ++d) off += idx[d] * p.sa[d];
       if (so == 0) {
-        o[off] += sum_lanes(g + base, n);
+        o[off] += kernels::sum(g + base, n);
       } else {
-        for (std::int64_t j = 0; j < n; ++j) o[off + j] += g[base + j];
+        kernels::add_inplace(o + off, g + base, n);
       }
       for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;
     }
@@ -135,7 +120,7 @@ using Inputs = std::vector<Tensor>;
 
 // d(a+b) = (g, g)
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = detail::binary_forward(a, b, "add", [](auto x, auto y) { return x + y; });
+  Tensor out = detail::binary_forward(a, b, "add", kernels::BinaryOp::Add);
   autograd::record(out, "add", {a, b}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     if (in[0].requires_grad()) gi[0] = sum_to(g, in[0].shape());
     if (in[1].requires_grad()) gi[1] = sum_to(g, in[1].shape());
@@ -145,7 +130,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // d(a-b) = (g, -g)
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = detail::binary_forward(a, b, "sub", [](auto x, auto y) { return x - y; });
+  Tensor out = detail::binary_forward(a, b, "sub", kernels::BinaryOp::Sub);
   autograd::record(out, "sub", {a, b}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     if (in[0].requires_grad()) gi[0] = sum_to(g, in[0].shape());
     if (in[1].requires_grad()) gi[1] = sum_to(neg(g), in[1].shape());
@@ -155,7 +140,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // d(a*b) = (g*b, g*a)
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = detail::binary_forward(a, b, "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = detail::binary_forward(a, b, "mul", kernels::BinaryOp::Mul);
   autograd::record(out, "mul", {a, b}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     if (in[0].requires_grad()) gi[0] = sum_to(mul(g, in[1]), in[0].shape());
     if (in[1].requires_grad()) gi[1] = sum_to(mul(g, in[0]), in[1].shape());
@@ -165,7 +150,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // d(a/b) = (g/b, -g*a/b^2)
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = detail::binary_forward(a, b, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = detail::binary_forward(a, b, "div", kernels::BinaryOp::Div);
   autograd::record(out, "div", {a, b}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     if (in[0].requires_grad()) gi[0] = sum_to(div(g, in[1]), in[0].shape());
     if (in[1].requires_grad()) gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), in[1].shape());

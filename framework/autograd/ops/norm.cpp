@@ -1,6 +1,9 @@
 // Batch normalisation (Ioffe & Szegedy 2015) over x viewed as (N, C, S), S the product of the
-// spatial dimensions. Statistics are accumulated in double; channels run in parallel, each in
-// a fixed order, so results do not depend on the thread count.
+// spatial dimensions. Statistics are accumulated in double (kernels/cpu/norm.h); channels run in
+// parallel, each in a fixed order, so results do not depend on the thread count.
+#include "framework/kernels/cpu/norm.h"
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -56,23 +59,6 @@ BnView bn_view(const Tensor& x, const Tensor& rm, const Tensor& rv, const Tensor
   return v;
 }
 
-// sum of f(at) over the elements at of channel c, in a fixed order with 8 double partial sums
-// (they vectorise)
-template <class F>
-double channel_sum(const BnView& v, i64 c, F f) {
-  constexpr i64 L = 8;
-  double acc[L] = {}, tail = 0;
-  for (i64 n = 0; n < v.N; ++n) {
-    const i64 base = (n * v.C + c) * v.S;
-    i64 i = 0;
-    for (; i + L <= v.S; i += L)
-      for (i64 l = 0; l < L; ++l) acc[l] += f(base + i + l);
-    for (; i < v.S; ++i) tail += f(base + i);
-  }
-  for (i64 l = 0; l < L; ++l) tail += acc[l];
-  return tail;
-}
-
 // The channel values as doubles, whatever the float dtype of t.
 std::vector<double> read_channels(const Tensor& t) {
   return detail::dispatch_float(t.dtype(), "batch_norm", [&]<class T>() {
@@ -97,25 +83,27 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     std::vector<double> var(v.C);
-    if (training) {
-#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
-      for (i64 c = 0; c < v.C; ++c) {
-        const double m = channel_sum(v, c, [px](i64 at) { return double(px[at]); }) / double(v.M());
-        var[c] =
-            channel_sum(v, c, [px, m](i64 at) { return (px[at] - m) * (px[at] - m); }) / double(v.M());
-        mean[c] = m;
-      }
-    } else {
+    if (!training) {
       mean = read_channels(running_mean);
       var = read_channels(running_var);
     }
-    for (i64 c = 0; c < v.C; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    // one channel at a time, statistics then y = x a + b, so that the second pass over the
+    // channel's values finds them in cache
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
     for (i64 c = 0; c < v.C; ++c) {
+      const T* xc = px + c * v.S;
+      if (training) {
+        // shifted by the channel's first value p:  mean = p + s1/M,  var = s2/M - (s1/M)^2
+        const double p = xc[0], M = static_cast<double>(v.M());
+        double s1 = 0, s2 = 0;
+        kernels::channel_moments(xc, v.N, v.S, v.C * v.S, p, &s1, &s2);
+        mean[c] = p + s1 / M;
+        var[c] = std::max(s2 / M - (s1 / M) * (s1 / M), 0.0);
+      }
+      invstd[c] = 1.0 / std::sqrt(var[c] + eps);
       const double scale = invstd[c] * (pw ? pw[c] : 1.0);
       const T a = static_cast<T>(scale), b = static_cast<T>((pb ? pb[c] : 0.0) - mean[c] * scale);
-      for (i64 n = 0; n < v.N; ++n)
-        for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i) py[i] = px[i] * a + b;
+      kernels::channel_affine(xc, py + c * v.S, v.N, v.S, v.C * v.S, a, b);
     }
     if (training && running_mean.defined()) {
       // running = (1 - momentum) running + momentum batch, with the unbiased variance
@@ -148,18 +136,18 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
           const T* pw = Wt.defined() ? Wt.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
           for (i64 c = 0; c < v.C; ++c) {
-            const double m = mean[c], sg = channel_sum(v, c, [pg](i64 at) { return double(pg[at]); });
-            const double sgx =  // sum(g * xhat)
-                channel_sum(v, c, [pg, px, m](i64 at) { return pg[at] * (px[at] - m); }) * invstd[c];
+            const double m = mean[c];
+            double sg = 0, sgx = 0;  // sum(g), sum(g * xhat)
+            kernels::channel_grad_sums(pg + c * v.S, px + c * v.S, v.N, v.S, v.C * v.S, m, &sg, &sgx);
+            sgx *= invstd[c];
             if (need_w) gi[1].data<T>()[c] = static_cast<T>(sgx);
             if (need_b) gi[2].data<T>()[c] = static_cast<T>(sg);
             if (!need_x) continue;
             const double k = invstd[c] * (pw ? pw[c] : 1.0), M = static_cast<double>(v.M());
             const double mg = training ? sg / M : 0, kx = training ? k * invstd[c] * sgx / M : 0;
-            T* pd = gi[0].data<T>();
-            for (i64 n = 0; n < v.N; ++n)
-              for (i64 i = (n * v.C + c) * v.S, end = i + v.S; i < end; ++i)
-                pd[i] = static_cast<T>(k * (pg[i] - mg) - kx * (px[i] - m));  // k (g - mg - xhat mgx)
+            // dx = k (g - mg) - kx (x - m) = k (g - mg - xhat mgx)
+            kernels::channel_backward(pg + c * v.S, px + c * v.S, gi[0].data<T>() + c * v.S, v.N, v.S,
+                                      v.C * v.S, k, mg, kx, m);
           }
         });
       });

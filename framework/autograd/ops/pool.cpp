@@ -1,7 +1,7 @@
 // Max, average and adaptive average pooling over (N, C, H, W). Every op is described by its
 // windows: output (oh, ow) pools rows [h0, h1) x cols [w0, w1) of its input plane (clipped to
 // the input), and the planes are processed in parallel (each by one thread, in a fixed order).
-#include <immintrin.h>
+#include "framework/kernels/cpu/pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,88 +122,8 @@ void max_pool_plane(const T* in, T* out, std::int64_t* argmax, const Windows& w)
 }
 
 // The common case -- non-overlapping 2x2 windows (kernel = stride = 2, no padding) -- on float
-// planes with AVX-512, one row pair at a time, 16 windows per step. The same scan order and NaN
-// rule as max_pool_plane: top-left first, then take v if v > best or v is NaN. The argmax is
-// kept as the window position, kTopLeft..kBottomRight (a byte, not an int64 plane index).
-#define QAT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-enum : int { kTopLeft, kTopRight, kBottomLeft, kBottomRight };
-
-bool has_avx512() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  }();
-  return ok;
-}
-
-// Masks for windows [ow, ow + n) of a step: the n outputs and the 2n inputs of each row.
-struct Step {
-  __mmask16 out, in_lo, in_hi;
-  explicit Step(i64 n)
-      : out(first(n)), in_lo(first(2 * n)), in_hi(first(std::max<i64>(2 * n - 16, 0))) {}
-  static __mmask16 first(i64 k) { return k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << k) - 1); }
-};
-
-// The 2n floats at row as its even and its odd columns.
-QAT_AVX512 inline void split_columns(const float* row, const Step& m, __m512& even, __m512& odd) {
-  const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512 a = _mm512_maskz_loadu_ps(m.in_lo, row), b = _mm512_maskz_loadu_ps(m.in_hi, row + 16);
-  even = _mm512_permutex2var_ps(a, e, b);
-  odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(e, _mm512_set1_epi32(1)), b);
-}
-
-// take v (window position `at`) if v > best or v is NaN
-QAT_AVX512 inline void visit(__m512 v, int at, __m512& best, __m512i& arg) {
-  const __mmask16 take =
-      _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  best = _mm512_mask_mov_ps(best, take, v);
-  arg = _mm512_mask_mov_epi32(arg, take, _mm512_set1_epi32(at));
-}
-
-// Row pair r, r + W: out[ow], at[ow] = max and argmax position of window ow.
-QAT_AVX512 void max_pool_rows_2x2(const float* r, i64 W, i64 Wo, float* out, std::uint8_t* at) {
-  for (i64 ow = 0; ow < Wo; ow += 16) {
-    const Step m(std::min<i64>(16, Wo - ow));
-    __m512 e0, o0, e1, o1;
-    split_columns(r + 2 * ow, m, e0, o0);
-    split_columns(r + W + 2 * ow, m, e1, o1);
-    __m512 best = e0;
-    __m512i arg = _mm512_set1_epi32(kTopLeft);
-    visit(o0, kTopRight, best, arg);
-    visit(e1, kBottomLeft, best, arg);
-    visit(o1, kBottomRight, best, arg);
-    _mm512_mask_storeu_ps(out + ow, m.out, best);
-    _mm_mask_storeu_epi8(at + ow, m.out, _mm512_maskz_cvtepi32_epi8(0xFFFF, arg));
-  }
-}
-
-// even and odd columns interleaved into the 2n floats at row
-QAT_AVX512 inline void store_interleaved(float* row, const Step& m, __m512 even, __m512 odd) {
-  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  _mm512_mask_storeu_ps(row, m.in_lo, _mm512_permutex2var_ps(even, lo, odd));
-  _mm512_mask_storeu_ps(row + 16, m.in_hi,
-                        _mm512_permutex2var_ps(even, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), odd));
-}
-
-// g where arg is position `at`, else 0
-QAT_AVX512 inline __m512 where(__m512i arg, int at, __m512 g) {
-  return _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, _mm512_set1_epi32(at)), g);
-}
-
-// The adjoint for one row pair: dx rows d, d + W get g[ow] at the argmax of window ow, 0 at
-// its other three places (every input column below 2*Wo is written).
-QAT_AVX512 void max_pool_rows_2x2_backward(const float* g, const std::uint8_t* at, i64 W, i64 Wo,
-                                           float* d) {
-  for (i64 ow = 0; ow < Wo; ow += 16) {
-    const Step m(std::min<i64>(16, Wo - ow));
-    const __m512 gv = _mm512_maskz_loadu_ps(m.out, g + ow);
-    const __m512i arg = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(m.out, at + ow));
-    store_interleaved(d + 2 * ow, m, where(arg, kTopLeft, gv), where(arg, kTopRight, gv));
-    store_interleaved(d + W + 2 * ow, m, where(arg, kBottomLeft, gv), where(arg, kBottomRight, gv));
-  }
-}
-
+// planes runs kernels::max_pool_2x2 (same scan order and NaN rule as max_pool_plane). Its argmax
+// is the window position, kernels::kTopLeft..kBottomRight (a byte, not an int64 plane index).
 bool is_plain_2x2(const Windows& w) {
   return w.kernel == Pair{2, 2} && w.stride == Pair{2, 2} && w.padding == Pair{0, 0};
 }
@@ -260,7 +180,7 @@ Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
   Windows w = sliding(x, p, true, "max_pool2d");
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
-  const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w) && has_avx512();
+  const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w);
   // the argmax: its index in the input plane, or its window position on the fast path
   Tensor idx = Tensor::empty(out.shape(), fast ? DType::UInt8 : DType::Int64);
   detail::dispatch_float(x.dtype(), "max_pool2d", [&]<class T>() {
@@ -272,9 +192,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
       T* o = po + pl * w.Ho * w.Wo;
       if constexpr (std::is_same_v<T, float>) {
         if (fast) {
-          std::uint8_t* at = idx.data<std::uint8_t>() + pl * w.Ho * w.Wo;
-          for (i64 oh = 0; oh < w.Ho; ++oh)
-            max_pool_rows_2x2(in + 2 * oh * w.W, w.W, w.Wo, o + oh * w.Wo, at + oh * w.Wo);
+          kernels::max_pool_2x2(in, w.H, w.W, o, idx.data<std::uint8_t>() + pl * w.Ho * w.Wo);
           continue;
         }
       }
@@ -293,10 +211,8 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
         T* d = pd + pl * w.H * w.W;
         if constexpr (std::is_same_v<T, float>) {
           if (fast) {
-            const std::uint8_t* at = idx.data<std::uint8_t>() + pl * n_out;
-            for (i64 oh = 0; oh < w.Ho; ++oh)
-              max_pool_rows_2x2_backward(pg + pl * n_out + oh * w.Wo, at + oh * w.Wo, w.W, w.Wo,
-                                         d + 2 * oh * w.W);
+            kernels::max_pool_2x2_backward(pg + pl * n_out, idx.data<std::uint8_t>() + pl * n_out, w.H,
+                                           w.W, d);
             continue;
           }
         }

@@ -1,5 +1,7 @@
 // Reductions over all elements or one axis. A tensor reduced along `dim` is viewed as
 // (outer, n, inner) with n = size(dim).
+#include "framework/kernels/cpu/reduce.h"
+
 #include <limits>
 
 #include "framework/autograd/node.h"
@@ -47,26 +49,6 @@ Tensor expand_along(const Tensor& g, const Shape& x_shape, const AxisView& v, do
   return out;
 }
 
-// sum of p[0..n) in a fixed order: 4 vectors of independent partial sums (the loop vectorises
-// and hides the add latency), added up at the end.
-template <class T>
-T sum_contiguous(const T* __restrict p, std::int64_t n) {
-  constexpr std::int64_t L = 4 * 64 / sizeof(T);
-  T acc[L] = {};
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::int64_t l = 0; l < L; ++l) acc[l] += p[i + l];
-  T s = 0;
-  for (std::int64_t l = 0; l < L; ++l) s += acc[l];
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
-
-template <class T>
-void add_row(const T* __restrict src, T* __restrict dst, std::int64_t n) {  // dst += src
-  for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 Tensor reduce_sum(const Tensor& x, const AxisView& v) {
   Tensor out = Tensor::zeros(v.out_shape, x.dtype());
   detail::dispatch_float(x.dtype(), "sum", [&]<class T>() {
@@ -74,11 +56,10 @@ Tensor reduce_sum(const Tensor& x, const AxisView& v) {
     T* po = out.data<T>();
     for (std::int64_t o = 0; o < v.outer; ++o) {
       if (v.inner == 1) {  // a contiguous run, e.g. the whole tensor
-        po[o] = sum_contiguous(px + o * v.n, v.n);
+        po[o] = kernels::sum(px + o * v.n, v.n);
         continue;
       }
-      for (std::int64_t k = 0; k < v.n; ++k)
-        add_row(px + (o * v.n + k) * v.inner, po + o * v.inner, v.inner);
+      kernels::sum_rows(px + o * v.n * v.inner, v.n, v.inner, po + o * v.inner);
     }
   });
   return out;

@@ -1,0 +1,131 @@
+// Pooling kernels, compiled once per instruction set (see tensor/simd.h). The 2x2 max pool
+// splits each row pair into even and odd columns (LoadInterleaved2), so one vector step pools
+// Lanes windows; the backward interleaves them again (StoreInterleaved2).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "framework/kernels/cpu/pool.cpp"
+#include "framework/kernels/cpu/pool.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "framework/tensor/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qat::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using i64 = std::int64_t;
+
+// One window, scalar: the vector loop's tail and its reference.
+inline void max_window(const float* r, i64 W, i64 ow, float* out, std::uint8_t* at) {
+  const float v[4] = {r[2 * ow], r[2 * ow + 1], r[W + 2 * ow], r[W + 2 * ow + 1]};
+  float best = v[0];
+  std::uint8_t arg = kTopLeft;
+  for (std::uint8_t k = 1; k < 4; ++k) {
+    if (v[k] > best || v[k] != v[k]) best = v[k], arg = k;
+  }
+  out[ow] = best;
+  at[ow] = arg;
+}
+
+// Windows [ow, ow + Lanes(d)) of the row pair r, r + W.
+template <class D>
+HWY_INLINE void max_step(D d, const float* r, i64 W, i64 ow, float* out, std::uint8_t* at) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<std::uint8_t, decltype(di)> d8;
+  hn::Vec<D> tl, tr, bl, br;
+  hn::LoadInterleaved2(d, r + 2 * ow, tl, tr);
+  hn::LoadInterleaved2(d, r + W + 2 * ow, bl, br);
+  auto best = tl;
+  auto arg = hn::Zero(di);
+  auto visit = [&](hn::Vec<D> v, int pos) {  // take v if v > best or v is NaN
+    const auto take = hn::Or(hn::Gt(v, best), hn::IsNaN(v));
+    best = hn::IfThenElse(take, v, best);
+    arg = hn::IfThenElse(hn::RebindMask(di, take), hn::Set(di, pos), arg);
+  };
+  visit(tr, kTopRight);
+  visit(bl, kBottomLeft);
+  visit(br, kBottomRight);
+  hn::StoreU(best, d, out + ow);
+  hn::StoreU(hn::DemoteTo(d8, arg), d8, at + ow);
+}
+
+// The adjoint of max_step: rows d, d + W of windows [ow, ow + Lanes(d)).
+template <class D>
+HWY_INLINE void max_step_backward(D d, const float* g, const std::uint8_t* at, i64 W, i64 ow, float* r) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<std::uint8_t, decltype(di)> d8;
+  const auto gv = hn::LoadU(d, g + ow);
+  const auto arg = hn::PromoteTo(di, hn::LoadU(d8, at + ow));
+  auto where = [&](int pos) {  // g where the argmax is `pos`, else 0
+    return hn::IfThenElseZero(hn::RebindMask(d, hn::Eq(arg, hn::Set(di, pos))), gv);
+  };
+  hn::StoreInterleaved2(where(kTopLeft), where(kTopRight), d, r + 2 * ow);
+  hn::StoreInterleaved2(where(kBottomLeft), where(kBottomRight), d, r + W + 2 * ow);
+}
+
+// Calls step(d, ow) over windows [0, Wo) with the widest of the full, 8- and 4-lane vectors
+// that fits in Wo; the last step overlaps the one before (the steps are idempotent), so there
+// is no scalar tail unless Wo < 4. Returns the windows done.
+template <class Step>
+HWY_INLINE i64 for_windows(i64 Wo, Step step) {
+  auto run = [&](auto d) {
+    const i64 N = static_cast<i64>(hn::Lanes(d));
+    for (i64 ow = 0; ow < Wo; ow += N) step(d, std::min(ow, Wo - N));
+    return Wo;
+  };
+  const hn::ScalableTag<float> full;
+  if (Wo >= static_cast<i64>(hn::Lanes(full))) return run(full);
+  if (Wo >= 8 && hn::Lanes(hn::CappedTag<float, 8>()) == 8) return run(hn::CappedTag<float, 8>());
+  if (Wo >= 4 && hn::Lanes(hn::CappedTag<float, 4>()) == 4) return run(hn::CappedTag<float, 4>());
+  return 0;
+}
+
+void MaxPool2x2(const float* in, i64 H, i64 W, float* out, std::uint8_t* at) {
+  const i64 Ho = H / 2, Wo = W / 2;
+  for (i64 oh = 0; oh < Ho; ++oh) {
+    const float* r = in + 2 * oh * W;
+    float* o = out + oh * Wo;
+    std::uint8_t* a = at + oh * Wo;
+    const i64 done = for_windows(Wo, [&](auto d, i64 ow) { max_step(d, r, W, ow, o, a); });
+    for (i64 ow = done; ow < Wo; ++ow) max_window(r, W, ow, o, a);
+  }
+}
+
+void MaxPool2x2Backward(const float* g, const std::uint8_t* at, i64 H, i64 W, float* dx) {
+  const i64 Ho = H / 2, Wo = W / 2;
+  for (i64 oh = 0; oh < Ho; ++oh) {
+    float* r = dx + 2 * oh * W;
+    const float* gr = g + oh * Wo;
+    const std::uint8_t* a = at + oh * Wo;
+    const i64 done = for_windows(Wo, [&](auto d, i64 ow) { max_step_backward(d, gr, a, W, ow, r); });
+    for (i64 ow = done; ow < Wo; ++ow) {
+      const float v = gr[ow];
+      r[2 * ow] = a[ow] == kTopLeft ? v : 0.0f;
+      r[2 * ow + 1] = a[ow] == kTopRight ? v : 0.0f;
+      r[W + 2 * ow] = a[ow] == kBottomLeft ? v : 0.0f;
+      r[W + 2 * ow + 1] = a[ow] == kBottomRight ? v : 0.0f;
+    }
+  }
+}
+
+}  // namespace qat::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qat::kernels {
+
+HWY_EXPORT(MaxPool2x2);
+HWY_EXPORT(MaxPool2x2Backward);
+
+void max_pool_2x2(const float* in, std::int64_t H, std::int64_t W, float* out, std::uint8_t* at) {
+  QAT_DISPATCH(MaxPool2x2)(in, H, W, out, at);
+}
+void max_pool_2x2_backward(const float* g, const std::uint8_t* at, std::int64_t H, std::int64_t W,
+                           float* d) {
+  QAT_DISPATCH(MaxPool2x2Backward)(g, at, H, W, d);
+}
+
+}  // namespace qat::kernels
+#endif  // HWY_ONCE
