@@ -6,7 +6,8 @@
 //       convert) vs our fp32 model's inference on the same batch;
 //   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
 //       run as a subprocess; "skipped" when python3 or torch is missing).
-//   build/bench/bench_int8 [--no-torch]
+//   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers]
+//   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer)
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -118,7 +119,13 @@ std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(const std::ve
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool torch = !(argc > 1 && std::strcmp(argv[1], "--no-torch") == 0);
+  bool torch = true, layers = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-torch") == 0) torch = false;
+    if (std::strcmp(argv[i], "--layers") == 0) layers = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
   set_num_threads(1);
   std::vector<cpu::Isa> paths{cpu::Isa::AVX2};
   if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());
@@ -130,6 +137,7 @@ int main(int argc, char** argv) {
   const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
       {64, 784, 256}, {64, 256, 128}, {64, 128, 10}, {1000, 784, 256}};
   for (cpu::Isa isa : paths) {
+    if (!only.empty()) break;
     cpu::IsaGuard guard(isa);
     for (const auto& [N, K, O] : shapes) {
       Generator gen(3);
@@ -171,6 +179,7 @@ int main(int argc, char** argv) {
                       {"cnn", [] { return cnn(false); }, Shape{1, 28, 28}},
                       {"cnn-bn", [] { return cnn(true); }, Shape{1, 28, 28}}};
   for (const M& m : models) {
+    if (!only.empty() && only != m.name) continue;
     auto with_batch = [&](std::int64_t b) {
       std::vector<std::int64_t> d{b};
       for (std::int64_t i = 0; i < m.sample.rank(); ++i) d.push_back(m.sample[i]);
@@ -189,6 +198,16 @@ int main(int argc, char** argv) {
         const double t8 = seconds_per_call([&] { q->forward(x); });
         std::printf("%-12s %-7s %6lld %8.1f us %8.1f us %8.2fx", cpu::isa_name(isa), m.name,
                     static_cast<long long>(batch), t8 * 1e6, t32 * 1e6, t32 / t8);
+        if (layers) {  // each child on the previous child's output
+          Tensor h = x;
+          std::printf("\n");
+          for (const auto& [name, child] : q->named_children()) {
+            const Tensor in = h;
+            const double t = seconds_per_call([&] { child->forward(in); });
+            h = child->forward(in);
+            std::printf("    %-10s %-20s %9.1f us\n", name.c_str(), child->type_name().c_str(), t * 1e6);
+          }
+        }
         const auto it = torch_rows.find({m.name, batch});
         if (it != torch_rows.end())
           std::printf(" %8.1f us %-8s %9.2fx\n", it->second.int8 * 1e6, it->second.engine.c_str(),

@@ -49,11 +49,7 @@ Tensor Quantize::forward(const Tensor& x) {
   Tensor q = Tensor::empty(x.shape(), DType::UInt8);
   const float* px = x.data<float>();
   std::uint8_t* pq = q.data<std::uint8_t>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    const float v = std::nearbyint(px[i] * inv) + zp;
-    const float c = v > lo ? v : lo;
-    pq[i] = static_cast<std::uint8_t>(c < hi ? c : hi);
-  }
+  int8::kernels::quantize_u8(px, x.numel(), inv, zp, lo, hi, pq);
   q.set_quant_info(output_quant());
   return q;
 }
@@ -244,38 +240,40 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   std::uint8_t* py = y.data<std::uint8_t>();
   // images per GEMM call: col of about 1 MiB
   const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 20) / (P * K), 1, N);
-  std::vector<std::uint8_t> xhwc(chunk * H * W * Cg), col(chunk * P * K), yt(chunk * P * Og);
+  const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * Cg;
+  // + 64: slack for the 16-byte copies below
+  std::vector<std::uint8_t> xpad(chunk * img + 64, pad), col(chunk * P * K + 64), yt(chunk * P * Og);
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     for (std::int64_t g = 0; g < G; ++g) {
       parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
         for (std::int64_t i = i0; i < i1; ++i) {
-          std::uint8_t* xi = xhwc.data() + i * H * W * Cg;
+          // the image channels-last inside a border of the zero point: xi[(h, w, c)]
+          std::uint8_t* xi = xpad.data() + i * img;
           const std::uint8_t* src = px + ((n0 + i) * C + g * Cg) * H * W;
           for (std::int64_t c = 0; c < Cg; ++c)
-            for (std::int64_t hw = 0; hw < H * W; ++hw) xi[hw * Cg + c] = src[c * H * W + hw];
+            for (std::int64_t h = 0; h < H; ++h)
+              for (std::int64_t w = 0; w < W; ++w)
+                xi[((h + ph) * Wp + w + pw) * Cg + c] = src[(c * H + h) * W + w];
+          // col row p = (oh, ow): for each kernel row r, kw * Cg contiguous bytes (dw = 1), copied
+          // 16 bytes at a time; a copy may run past its piece into the next one, written after
+          // it, except at the image's last row (exact there: images are filled in parallel)
           std::uint8_t* ci = col.data() + i * P * K;
+          const std::int64_t piece = dw == 1 ? kw * Cg : Cg, pieces = dw == 1 ? 1 : kw;
           for (std::int64_t oh = 0; oh < Ho; ++oh)
             for (std::int64_t ow = 0; ow < Wo; ++ow) {
               std::uint8_t* row = ci + (oh * Wo + ow) * K;
-              const std::int64_t w0 = ow * sw - pw;
-              for (std::int64_t r = 0; r < kh; ++r) {
-                const std::int64_t h = oh * sh - ph + r * dh;
-                std::uint8_t* dst = row + r * kw * Cg;
-                if (h < 0 || h >= H) {
-                  std::memset(dst, pad, kw * Cg);
-                } else if (dw == 1 && w0 >= 0 && w0 + kw <= W) {
-                  std::memcpy(dst, xi + (h * W + w0) * Cg, kw * Cg);
-                } else {
-                  for (std::int64_t j = 0; j < kw; ++j) {
-                    const std::int64_t wc = w0 + j * dw;
-                    if (wc < 0 || wc >= W)
-                      std::memset(dst + j * Cg, pad, Cg);
-                    else
-                      std::memcpy(dst + j * Cg, xi + (h * W + wc) * Cg, Cg);
+              const bool exact = oh * Wo + ow == P - 1;
+              for (std::int64_t r = 0; r < kh; ++r)
+                for (std::int64_t j = 0; j < pieces; ++j) {
+                  std::uint8_t* d = row + r * kw * Cg + j * piece;
+                  const std::uint8_t* s0 = xi + ((oh * sh + r * dh) * Wp + ow * sw + j * dw) * Cg;
+                  if (exact) {
+                    std::memcpy(d, s0, piece);
+                  } else {
+                    for (std::int64_t t = 0; t < piece; t += 16) std::memcpy(d + t, s0 + t, 16);
                   }
                 }
-              }
             }
         }
       });
@@ -316,6 +314,19 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
   Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), Ho, Wo}, DType::UInt8);
   const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
+  if (p == Pair{0, 0}) {  // every window inside the image: no bounds checks
+    for (std::int64_t pl = 0; pl < planes; ++pl)
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          const std::uint8_t* win = px + (pl * H + oh * s[0]) * W + ow * s[1];
+          std::uint8_t best = 0;
+          for (std::int64_t i = 0; i < k[0]; ++i)
+            for (std::int64_t j = 0; j < k[1]; ++j) best = std::max(best, win[i * W + j]);
+          py[(pl * Ho + oh) * Wo + ow] = best;
+        }
+    y.set_quant_info(x.quant_info());
+    return y;
+  }
   for (std::int64_t pl = 0; pl < planes; ++pl)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
       for (std::int64_t ow = 0; ow < Wo; ++ow) {

@@ -32,6 +32,16 @@ constexpr PackFormat kFormat = PackFormat::Pairs;
 
 int PackFormatImpl() { return static_cast<int>(kFormat); }
 
+// q = clamp(nearbyint(x inv) + zp, lo, hi) (vectorised: vroundps in the current rounding mode)
+void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
+                  std::uint8_t* __restrict q) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = __builtin_nearbyintf(x[i] * inv) + zp;
+    const float c = v > lo ? v : lo;
+    q[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c < hi ? c : hi));
+  }
+}
+
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
 // of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
 // up to rows_pad.
@@ -259,6 +269,11 @@ namespace qat::quant::int8::kernels {
 
 HWY_EXPORT(PackFormatImpl);
 HWY_EXPORT(GemmRangeImpl);
+HWY_EXPORT(QuantizeImpl);
+
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi, std::uint8_t* q) {
+  QAT_DISPATCH(QuantizeImpl)(x, n, inv, zp, lo, hi, q);
+}
 
 PackFormat pack_format() { return static_cast<PackFormat>(QAT_DISPATCH(PackFormatImpl)()); }
 

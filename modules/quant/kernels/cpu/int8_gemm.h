@@ -44,6 +44,9 @@ constexpr std::int64_t kRowBlock = 24;
 /// Scratch bytes gemm_range needs (per thread).
 inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
 
+/// q[i] = clamp(nearbyint(x[i] inv) + zp, lo, hi) as uint8, in float (Quantize::forward).
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi, std::uint8_t* q);
+
 /// The packing format of the current path.
 PackFormat pack_format();
 /// Rows [r0, r1) and channel blocks [b0, b1) of y; scratch of scratch_bytes(a.steps).
