@@ -91,8 +91,8 @@ struct TorchRow {
   std::string engine;
   double fp32 = 0, int8 = 0;
 };
-std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(const std::vector<std::int64_t>& batches,
-                                                                   std::string* why) {
+std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(
+    const std::vector<std::int64_t>& batches, std::string* why) {
   std::map<std::pair<std::string, std::int64_t>, TorchRow> best;
   std::string cmd = "/usr/bin/python3 " QAT_SOURCE_DIR "/bench/torch_int8.py";
   for (auto b : batches) cmd += " " + std::to_string(b);
@@ -107,7 +107,8 @@ std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(const std::ve
     char model[64], engine[64];
     long long batch = 0;
     double t32 = 0, t8 = 0;
-    if (std::sscanf(line, "torch %63s %lld %63s %lf %lf", model, &batch, engine, &t32, &t8) != 5) continue;
+    if (std::sscanf(line, "torch %63s %lld %63s %lf %lf", model, &batch, engine, &t32, &t8) != 5)
+      continue;
     auto& row = best[{model, batch}];
     if (row.engine.empty() || t8 < row.int8) row = {engine, t32, t8};
   }
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
   if (cpu::best_isa() < cpu::Isa::AVX2) paths = {cpu::best_isa()};
 
   // (a) kernel vs float GEMM
-  std::printf("(a) int8 linear (u8 x s8 -> s32, fused requant, packed weights) vs our float32 GEMM, 1 thread\n");
+  std::printf(
+      "(a) int8 linear (u8 x s8 -> s32, fused requant, packed weights) vs our float32 GEMM, 1 thread\n");
   std::printf("%-12s %-18s %12s %12s %10s\n", "path", "shape", "int8", "f32 gemm", "f32/int8");
   const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
       {64, 784, 256}, {64, 256, 128}, {64, 128, 10}, {1000, 784, 256}};
@@ -166,8 +168,9 @@ int main(int argc, char** argv) {
   std::string why;
   const auto torch_rows = torch ? run_torch(batches, &why) : decltype(run_torch(batches, &why)){};
   if (!torch) why = "--no-torch";
-  std::printf("\n(b) converted int8 model vs our fp32 model, (c) vs PyTorch %s int8 (best engine), 1 thread\n",
-              "1.13");
+  std::printf(
+      "\n(b) converted int8 model vs our fp32 model, (c) vs PyTorch %s int8 (best engine), 1 thread\n",
+      "1.13");
   std::printf("%-12s %-7s %6s %11s %11s %9s %11s %-8s %10s\n", "path", "model", "batch", "int8", "fp32",
               "fp32/int8", "torch int8", "engine", "torch/ours");
   struct M {
@@ -217,9 +220,11 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("\nkernels: %s; x > 1 means ours is faster. PyTorch fp32 for the record:", cpu::describe().c_str());
+  std::printf("\nkernels: %s; x > 1 means ours is faster. PyTorch fp32 for the record:",
+              cpu::describe().c_str());
   for (const auto& [key, row] : torch_rows)
-    std::printf(" %s/%lld %.1f us;", key.first.c_str(), static_cast<long long>(key.second), row.fp32 * 1e6);
+    std::printf(" %s/%lld %.1f us;", key.first.c_str(), static_cast<long long>(key.second),
+                row.fp32 * 1e6);
   std::printf("\n");
   return 0;
 }

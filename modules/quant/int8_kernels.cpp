@@ -30,7 +30,8 @@ Multiplier quantize_multiplier(double real) {
   return {static_cast<std::int32_t>(q_fixed), shift};
 }
 
-std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo, std::int32_t hi) {
+std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
+                        std::int32_t hi) {
   const std::int64_t v = std::int64_t{zp} + multiply_by_quantized_multiplier(acc, m);
   return static_cast<std::uint8_t>(std::clamp<std::int64_t>(v, lo, hi));
 }
@@ -80,8 +81,8 @@ inline void axpy_s8u8(std::int32_t w, const std::uint8_t* __restrict col, std::i
 
 // acc = sum_k (x - zx) w + bias = x.w - zx rowsum(w) + bias
 void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
-                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                 const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+                           const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                           const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t o = 0; o < O; ++o) {
       const std::int32_t acc = dot_u8s8(x + n * K, w + o * K, K) - zx * w_sums[o] + (bias ? bias[o] : 0);
@@ -89,9 +90,9 @@ void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K
     }
 }
 
-void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
-                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
-                    const Requant& rq, std::uint8_t* y) {
+void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                              std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
+                              const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
   std::vector<std::int32_t> acc(P);
   for (std::int64_t o = 0; o < O; ++o) {
     std::fill(acc.begin(), acc.end(), (bias ? bias[o] : 0) - zx * w_sums[o]);
@@ -149,14 +150,15 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
   bool vector_rq = true;
   for (std::int64_t o = 0; o < O; ++o) {
     acc0[o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bias ? bias[o] : 0) -
-                                        static_cast<std::uint32_t>(zx) * static_cast<std::uint32_t>(w.sums[o]));
+                                        static_cast<std::uint32_t>(zx) *
+                                            static_cast<std::uint32_t>(w.sums[o]));
     m0[o] = rq.multiplier[o].m0;
     right[o] = 31 - rq.multiplier[o].shift;
     vector_rq = vector_rq && right[o] >= 1 && right[o] <= 62;
   }
-  const GemmArgs a{x,          M,           w.K,       ldx,    w.data.data(), w.steps,  O,
-                   acc0.data(), m0.data(),  right.data(), vector_rq, rq.multiplier, rq.zero_point,
-                   rq.lo,      rq.hi,       y,         ldy};
+  const GemmArgs a{x,           M,         w.K,          ldx,       w.data.data(), w.steps,       O,
+                   acc0.data(), m0.data(), right.data(), vector_rq, rq.multiplier, rq.zero_point, rq.lo,
+                   rq.hi,       y,         ldy};
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
   if (threads <= 1) {
@@ -176,7 +178,8 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
 #endif
     if (row_blocks >= nt) {
       const std::int64_t per = (row_blocks + nt - 1) / nt;
-      const std::int64_t r0 = std::min(M, t * per * kRowBlock), r1 = std::min(M, (t + 1) * per * kRowBlock);
+      const std::int64_t r0 = std::min(M, t * per * kRowBlock),
+                         r1 = std::min(M, (t + 1) * per * kRowBlock);
       if (r0 < r1) gemm_range(a, r0, r1, 0, blocks, scratch.data());
     } else {
       const std::int64_t pairs = (blocks + 1) / 2, per = (pairs + nt - 1) / nt;

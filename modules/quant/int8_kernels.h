@@ -28,7 +28,8 @@ struct Requant {
 
 /// The reference output stage: clamp(zp + multiply_by_quantized_multiplier(acc, m), lo, hi),
 /// the sum taken exactly (no int32 wrap-around).
-std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo, std::int32_t hi);
+std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
+                        std::int32_t hi);
 
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /

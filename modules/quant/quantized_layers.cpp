@@ -136,13 +136,13 @@ bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Byte
 }  // namespace
 
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups,
-                                                                      bool channels_last) {
+                                                                     bool channels_last) {
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
                                    static_cast<std::int32_t>(groups), channels_last, fused_relu_};
   auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
   const std::initializer_list<Bytes> parts = {
-      {settings, sizeof settings}, raw(weight_), raw(weight_scale_),     raw(input_scale_),
-      raw(input_zero_point_),     raw(scale_),  raw(zero_point_),       raw(output_range_)};
+      {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
+      raw(input_zero_point_),      raw(scale_),  raw(zero_point_),   raw(output_range_)};
   if (prepared_ && same_bytes(prepared_->key, parts)) return *prepared_;
 
   auto st = std::make_shared<Prepared>();
@@ -165,11 +165,12 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
         for (std::int64_t r = 0; r < khw; ++r) reordered[o * K + r * Cg + c] = w[o * K + c * khw + r];
     w = reordered.data();
   }
-  for (std::int64_t g = 0; g < groups; ++g) st->packed.push_back(int8::pack_weights(w + g * Og * K, Og, K));
+  for (std::int64_t g = 0; g < groups; ++g)
+    st->packed.push_back(int8::pack_weights(w + g * Og * K, Og, K));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
-  st->requant = {st->multipliers.data(), out.zero_point,
-                 fused_relu_ ? std::max(lo, out.zero_point) : lo, hi};
+  st->requant = {st->multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
+                 hi};
   prepared_ = std::move(st);
   return *prepared_;
 }

@@ -49,9 +49,10 @@ Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, in
     if (kind == 1) {
       const int shifts[] = {-31, -30, 30, 29, 0, -5, 31, 33, -32};
       const int shift = shifts[uni(0, 8)];
-      p.mult.push_back({static_cast<std::int32_t>((1u << 30) + std::uniform_int_distribution<std::uint32_t>(
-                                                                   0, (1u << 30) - 1)(gen)),
-                        shift});
+      p.mult.push_back(
+          {static_cast<std::int32_t>(
+               (1u << 30) + std::uniform_int_distribution<std::uint32_t>(0, (1u << 30) - 1)(gen)),
+           shift});
     } else {
       const double m = std::ldexp(0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(gen),
                                   -uni(kind == 2 ? 20 : 1, 20));
@@ -92,8 +93,8 @@ BOOST_AUTO_TEST_CASE(reference_stage_by_hand) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
-  const std::int64_t sizes[][3] = {{1, 1, 1},   {3, 3, 3},    {17, 31, 33}, {33, 17, 31},
-                                   {31, 33, 17}, {1, 69, 16},  {25, 784, 69}, {64, 256, 128},
+  const std::int64_t sizes[][3] = {{1, 1, 1},     {3, 3, 3},    {17, 31, 33},  {33, 17, 31},
+                                   {31, 33, 17},  {1, 69, 16},  {25, 784, 69}, {64, 256, 128},
                                    {7, 1568, 10}, {50, 28, 16}, {9, 5, 32},    {2, 400, 47}};
   std::uint32_t seed = 1;
   for (const auto& s : sizes)
@@ -103,7 +104,8 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
         const Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
         const U8 want = reference(p);
         for_each_isa([&](cpu::Isa) {
-          BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind " << kind) {
+          BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
+                                  << kind) {
             U8 got(p.N * p.O);
             int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
                               p.rq, got.data());
@@ -161,8 +163,8 @@ BOOST_AUTO_TEST_CASE(cols_match_reference) {
   for (std::int64_t k = 0; k < p.K; ++k)
     for (std::int64_t n = 0; n < p.N; ++n) col[k * p.N + n] = p.x[n * p.K + k];
   U8 want(p.O * p.N);
-  int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.bias.data(),
-                                 p.rq, want.data());
+  int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx,
+                                 p.bias.data(), p.rq, want.data());
   for_each_isa([&](cpu::Isa) {
     U8 got(p.O * p.N);
     int8::gemm_u8s8_cols(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.bias.data(), p.rq,
@@ -188,8 +190,10 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
     const std::int64_t Cg = cs.C / cs.groups, K = Cg * cs.k * cs.k;
     Tensor wq = Tensor::empty(Shape{cs.O, Cg, cs.k, cs.k}, DType::Int8);
     for (std::int64_t i = 0; i < wq.numel(); ++i)
-      wq.data<std::int8_t>()[i] = static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
-    Tensor ws = Tensor::empty(Shape{cs.O}, DType::Float32), bq = Tensor::empty(Shape{cs.O}, DType::Int32);
+      wq.data<std::int8_t>()[i] =
+          static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
+    Tensor ws = Tensor::empty(Shape{cs.O}, DType::Float32),
+           bq = Tensor::empty(Shape{cs.O}, DType::Int32);
     for (std::int64_t o = 0; o < cs.O; ++o) {
       ws.data<float>()[o] = 0.001f * static_cast<float>(1 + o % 7);
       bq.data<std::int32_t>()[o] = std::uniform_int_distribution<int>(-5000, 5000)(gen);
@@ -230,23 +234,27 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
             for (std::int64_t k = 0; k < K; ++k) sums[o] += w[(g * Og + o) * K + k];
           const int8::Requant rq{m.data() + g * Og, out.quant.zero_point,
                                  cs.relu ? out.quant.zero_point : 0, 255};
-          int8::gemm_u8s8_cols_reference(w + g * Og * K, sums.data(), Og, K, col.data(), P, in.zero_point,
-                                         bq.data<std::int32_t>() + g * Og, rq, y.data() + (n * cs.O + g * Og) * P);
+          int8::gemm_u8s8_cols_reference(w + g * Og * K, sums.data(), Og, K, col.data(), P,
+                                         in.zero_point, bq.data<std::int32_t>() + g * Og, rq,
+                                         y.data() + (n * cs.O + g * Og) * P);
         }
       return y;
     };
     for (int round = 0; round < 2; ++round) {
       for (std::int64_t i = 0; i < x.numel(); ++i)
-        x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+        x.data<std::uint8_t>()[i] =
+            static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
       const U8 want = reference_conv();
       for_each_isa([&](cpu::Isa) {
         const Tensor y = layer.forward(x);
         const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
-        BOOST_TEST(mismatches(got, want) == 0, "conv O " << cs.O << " groups " << cs.groups << " round " << round);
+        BOOST_TEST(mismatches(got, want) == 0,
+                   "conv O " << cs.O << " groups " << cs.groups << " round " << round);
       });
       // as a checkpoint load does: new values into the same buffer
       Tensor w2 = wq.clone();
-      for (std::int64_t i = 0; i < w2.numel(); ++i) w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(-w2.data<std::int8_t>()[i] / 2);
+      for (std::int64_t i = 0; i < w2.numel(); ++i)
+        w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(-w2.data<std::int8_t>()[i] / 2);
       Tensor buffer = layer.weight();
       buffer.copy_(w2);
     }

@@ -66,8 +66,8 @@ HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, 
 #if !QAT_INT8_X86
 // ---- generic: plain loops over the quads -----------------------------------------------------
 
-void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0,
-                   std::int64_t b1, void* scratch) {
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t stride = g.steps * 4;
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
@@ -238,8 +238,8 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* __restrict a, std::i
   }
 }
 
-void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0,
-                   std::int64_t b1, void* scratch) {
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
   static_assert(kRowBlock % kMR == 0);
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t astride = g.steps * 4;
@@ -271,7 +271,8 @@ HWY_EXPORT(PackFormatImpl);
 HWY_EXPORT(GemmRangeImpl);
 HWY_EXPORT(QuantizeImpl);
 
-void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi, std::uint8_t* q) {
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
+                 std::uint8_t* q) {
   QAT_DISPATCH(QuantizeImpl)(x, n, inv, zp, lo, hi, q);
 }
 

@@ -26,14 +26,14 @@ inline std::int64_t k_per_step(PackFormat f) { return f == PackFormat::Quads ? 4
 struct GemmArgs {
   const std::uint8_t* x;  ///< (M, K) rows, stride ldx
   std::int64_t M, K, ldx;
-  const std::uint8_t* w;     ///< packed: blocks * steps * kStepBytes
-  std::int64_t steps;        ///< per block
-  std::int64_t O;            ///< real output channels (blocks = ceil(O / 16))
-  const std::int32_t* acc0;  ///< per padded channel: bias - zx rowsum(w)
-  const std::int32_t* m0;    ///< per padded channel, the fixed-point multiplier
-  const std::int32_t* right; ///< per padded channel, 31 - shift (in [1, 62] when vector_rq)
-  bool vector_rq;            ///< all channels fit the vector requantization
-  const Multiplier* mult;    ///< per real channel (scalar output stage otherwise)
+  const std::uint8_t* w;      ///< packed: blocks * steps * kStepBytes
+  std::int64_t steps;         ///< per block
+  std::int64_t O;             ///< real output channels (blocks = ceil(O / 16))
+  const std::int32_t* acc0;   ///< per padded channel: bias - zx rowsum(w)
+  const std::int32_t* m0;     ///< per padded channel, the fixed-point multiplier
+  const std::int32_t* right;  ///< per padded channel, 31 - shift (in [1, 62] when vector_rq)
+  bool vector_rq;             ///< all channels fit the vector requantization
+  const Multiplier* mult;     ///< per real channel (scalar output stage otherwise)
   std::int32_t zp, lo, hi;
   std::uint8_t* y;  ///< (M, O) rows, stride ldy
   std::int64_t ldy;
@@ -45,7 +45,8 @@ constexpr std::int64_t kRowBlock = 24;
 inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
 
 /// q[i] = clamp(nearbyint(x[i] inv) + zp, lo, hi) as uint8, in float (Quantize::forward).
-void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi, std::uint8_t* q);
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
+                 std::uint8_t* q);
 
 /// The packing format of the current path.
 PackFormat pack_format();
