@@ -2,8 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "framework/tensor/cpu.h"
+#include "framework/tensor/error.h"
+#include "framework/tensor/parallel.h"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
 
 namespace qat::quant::int8 {
 
@@ -20,10 +30,15 @@ Multiplier quantize_multiplier(double real) {
   return {static_cast<std::int32_t>(q_fixed), shift};
 }
 
+std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
+                        std::int32_t hi) {
+  const std::int64_t v = std::int64_t{zp} + multiply_by_quantized_multiplier(acc, m);
+  return static_cast<std::uint8_t>(std::clamp<std::int64_t>(v, lo, hi));
+}
+
 namespace {
 inline std::uint8_t output(std::int32_t acc, const Requant& rq, std::int64_t o) {
-  const std::int32_t v = rq.zero_point + multiply_by_quantized_multiplier(acc, rq.multiplier[o]);
-  return static_cast<std::uint8_t>(std::clamp(v, rq.lo, rq.hi));
+  return requantize(acc, rq.multiplier[o], rq.zero_point, rq.lo, rq.hi);
 }
 }  // namespace
 
@@ -34,8 +49,10 @@ std::int32_t multiply_by_quantized_multiplier(std::int32_t x, Multiplier m) {
   const std::int64_t p = static_cast<std::int64_t>(x) * m.m0;
   const int right = 31 - m.shift;
   std::int64_t r;
-  if (right <= 0) {
-    r = p * (std::int64_t{1} << -right);
+  if (right <= 0) {  // p 2^L, saturated: |p| > 2^31 saturates whatever L is
+    const int left = -right;
+    const std::int64_t pc = std::clamp<std::int64_t>(p, INT32_MIN, INT32_MAX);
+    r = left >= 32 ? (p > 0 ? INT64_MAX : p < 0 ? INT64_MIN : 0) : pc * (std::int64_t{1} << left);
   } else if (right >= 63) {
     r = 0;
   } else {
@@ -63,9 +80,9 @@ inline void axpy_s8u8(std::int32_t w, const std::uint8_t* __restrict col, std::i
 }  // namespace
 
 // acc = sum_k (x - zx) w + bias = x.w - zx rowsum(w) + bias
-void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
-                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                 const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
+                           const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                           const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t o = 0; o < O; ++o) {
       const std::int32_t acc = dot_u8s8(x + n * K, w + o * K, K) - zx * w_sums[o] + (bias ? bias[o] : 0);
@@ -73,15 +90,123 @@ void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int
     }
 }
 
-void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
-                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
-                    const Requant& rq, std::uint8_t* y) {
+void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                              std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
+                              const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
   std::vector<std::int32_t> acc(P);
   for (std::int64_t o = 0; o < O; ++o) {
     std::fill(acc.begin(), acc.end(), (bias ? bias[o] : 0) - zx * w_sums[o]);
     for (std::int64_t k = 0; k < K; ++k) axpy_s8u8(w[o * K + k], col + k * P, acc.data(), P);
     for (std::int64_t p = 0; p < P; ++p) y[o * P + p] = output(acc[p], rq, o);
   }
+}
+
+// ---- the blocked GEMM (kernels/cpu/int8_gemm.cpp) --------------------------------------------
+
+bool PackedWeights::usable() const { return format == static_cast<int>(kernels::pack_format()); }
+
+// quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
+// channel, k = 2 s + j; zero beyond O and K.
+PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K) {
+  QAT_REQUIRE(O > 0 && K > 0, "int8::pack_weights", "needs O, K > 0, got O ", O, ", K ", K);
+  using namespace kernels;
+  PackedWeights p;
+  const PackFormat f = pack_format();
+  const std::int64_t kps = k_per_step(f), blocks = (O + kBlock - 1) / kBlock;
+  p.O = O;
+  p.K = K;
+  p.format = static_cast<int>(f);
+  p.steps = (K + kps - 1) / kps;
+  p.data.assign(blocks * p.steps * kStepBytes, 0);
+  p.sums.assign(O, 0);
+  for (std::int64_t o = 0; o < O; ++o) {
+    const std::int64_t b = o / kBlock, c = o % kBlock;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const std::int8_t v = w[o * K + k];
+      p.sums[o] += v;
+      std::uint8_t* step = p.data.data() + (b * p.steps + k / kps) * kStepBytes;
+      if (f == PackFormat::Quads) {
+        step[c * 4 + k % 4] = static_cast<std::uint8_t>(v);
+      } else {
+        const auto v16 = static_cast<std::uint16_t>(static_cast<std::int16_t>(v));
+        std::memcpy(step + c * 4 + (k % 2) * 2, &v16, 2);
+      }
+    }
+  }
+  return p;
+}
+
+void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
+                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
+                      std::uint8_t* y, std::int64_t ldy) {
+  using namespace kernels;
+  QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
+              " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
+              static_cast<int>(pack_format()), ": pack them again");
+  if (M <= 0) return;
+  const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
+  // per padded channel: acc0 = bias - zx rowsum(w), m0, right = 31 - shift (pads: 0, 31)
+  std::vector<std::int32_t> acc0(Op, 0), m0(Op, 0), right(Op, 31);
+  bool vector_rq = true;
+  for (std::int64_t o = 0; o < O; ++o) {
+    acc0[o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bias ? bias[o] : 0) -
+                                        static_cast<std::uint32_t>(zx) *
+                                            static_cast<std::uint32_t>(w.sums[o]));
+    m0[o] = rq.multiplier[o].m0;
+    right[o] = 31 - rq.multiplier[o].shift;
+    vector_rq = vector_rq && right[o] >= 1 && right[o] <= 62;
+  }
+  const GemmArgs a{x,           M,         w.K,          ldx,       w.data.data(), w.steps,       O,
+                   acc0.data(), m0.data(), right.data(), vector_rq, rq.multiplier, rq.zero_point, rq.lo,
+                   rq.hi,       y,         ldy};
+  const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
+  const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
+  if (threads <= 1) {
+    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
+    gemm_range(a, 0, M, 0, blocks, scratch.data());
+    return;
+  }
+  // Each output is computed whole by one thread, in the same order: the result does not depend
+  // on the split. Rows when there are enough of them, else channel blocks (in pairs).
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
+#ifdef _OPENMP
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const int t = 0, nt = 1;
+#endif
+    if (row_blocks >= nt) {
+      const std::int64_t per = (row_blocks + nt - 1) / nt;
+      const std::int64_t r0 = std::min(M, t * per * kRowBlock),
+                         r1 = std::min(M, (t + 1) * per * kRowBlock);
+      if (r0 < r1) gemm_range(a, r0, r1, 0, blocks, scratch.data());
+    } else {
+      const std::int64_t pairs = (blocks + 1) / 2, per = (pairs + nt - 1) / nt;
+      const std::int64_t b0 = std::min(blocks, 2 * t * per), b1 = std::min(blocks, 2 * (t + 1) * per);
+      if (b0 < b1) gemm_range(a, 0, M, b0, b1, scratch.data());
+    }
+  }
+}
+
+void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
+                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                 const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+  PackedWeights p = pack_weights(w, O, K);
+  p.sums.assign(w_sums, w_sums + O);
+  gemm_u8s8_packed(x, N, K, zx, p, bias, rq, y, O);
+}
+
+// y (O, P) = (col^T (P, K) . w^T)^T
+void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
+                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
+                    const Requant& rq, std::uint8_t* y) {
+  std::vector<std::uint8_t> xt(P * K), yt(P * O);
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t p = 0; p < P; ++p) xt[p * K + k] = col[k * P + p];
+  linear_u8s8(xt.data(), P, K, zx, w, w_sums, O, bias, rq, yt.data());
+  for (std::int64_t p = 0; p < P; ++p)
+    for (std::int64_t o = 0; o < O; ++o) y[o * P + p] = yt[p * O + o];
 }
 
 }  // namespace qat::quant::int8

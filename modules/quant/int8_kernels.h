@@ -4,6 +4,7 @@
 // point, int8 symmetric per-channel weights, int32 bias and accumulators, and requantization
 // by a fixed-point multiplier and a rounding right shift.
 #include <cstdint>
+#include <vector>
 
 namespace qat::quant::int8 {
 
@@ -25,8 +26,37 @@ struct Requant {
   std::int32_t lo, hi;           ///< clamp range (a fused ReLU raises lo to zero_point)
 };
 
+/// The reference output stage: clamp(zp + multiply_by_quantized_multiplier(acc, m), lo, hi),
+/// the sum taken exactly (no int32 wrap-around).
+std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
+                        std::int32_t hi);
+
+/// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
+/// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
+/// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Inference layers keep one
+/// per weight; it is not saved in checkpoints.
+struct PackedWeights {
+  std::int64_t O = 0, K = 0, steps = 0;  ///< steps of 2 or 4 k values per 16-channel block
+  int format = -1;                       ///< kernels::PackFormat
+  std::vector<std::uint8_t> data;
+  std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
+  /// Whether the current CPU path (cpu::isa()) reads this packing.
+  bool usable() const;
+};
+/// Packs w (O, K) for the current CPU path.
+PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K);
+
+/// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w) + bias), x
+/// uint8 with zero point zx, bias int32 (O) or null. Blocked GEMM on the packed weights with the
+/// output stage fused; OpenMP over row / channel blocks when get_num_threads() > 1 (the result
+/// does not depend on the thread count or the CPU path). Throws if w was packed for another path.
+void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
+                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
+                      std::uint8_t* y, std::int64_t ldy);
+
 /// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w) + bias), x uint8 with zero point zx,
-/// w int8 (O, K), bias int32 (O), w_sums = rowsum(w) (O, precomputed).
+/// w int8 (O, K), bias int32 (O), w_sums = rowsum(w) (O, precomputed). Packs w on every call
+/// (layers pack once: pack_weights + gemm_u8s8_packed).
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
                  const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
@@ -35,5 +65,13 @@ void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int
 void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
                     const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
                     const Requant& rq, std::uint8_t* y);
+
+/// The scalar references of linear_u8s8 / gemm_u8s8_cols (plain loops; tests compare with them).
+void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
+                           const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                           const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
+void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
+                              std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
+                              const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
 
 }  // namespace qat::quant::int8

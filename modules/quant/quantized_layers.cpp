@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "framework/tensor/parallel.h"
 #include "modules/quant/int8_kernels.h"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
 
 namespace qat::quant {
 
@@ -46,11 +49,7 @@ Tensor Quantize::forward(const Tensor& x) {
   Tensor q = Tensor::empty(x.shape(), DType::UInt8);
   const float* px = x.data<float>();
   std::uint8_t* pq = q.data<std::uint8_t>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    const float v = std::nearbyint(px[i] * inv) + zp;
-    const float c = v > lo ? v : lo;
-    pq[i] = static_cast<std::uint8_t>(c < hi ? c : hi);
-  }
+  int8::kernels::quantize_u8(px, x.numel(), inv, zp, lo, hi, pq);
   q.set_quant_info(output_quant());
   return q;
 }
@@ -112,31 +111,68 @@ void QuantizedWeightLayer::check_input(const Tensor& x) const {
               " but the layer was converted for ", quant_str(want));
 }
 
-// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, the weight row
-// sums (for the input zero point), and the clamp range (a fused ReLU clamps at the zero point).
-struct QuantizedWeightLayer::Stage {
+// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, and the clamp range
+// (a fused ReLU clamps at the zero point); the weights packed per group.
+struct QuantizedWeightLayer::Prepared {
+  std::vector<std::uint8_t> key;  // the buffers and settings it was built from
+  std::vector<int8::PackedWeights> packed;
   std::vector<int8::Multiplier> multipliers;
-  std::vector<std::int32_t> w_sums;
   int8::Requant requant{};
 };
 
-QuantizedWeightLayer::Stage QuantizedWeightLayer::output_stage() const {
-  Stage st;
-  const QuantInfo in = input_quant(), out = output_quant();
-  const std::int64_t O = weight_.size(0), K = weight_.numel() / O;
-  const std::int8_t* w = weight_.data<std::int8_t>();
-  for (std::int64_t o = 0; o < O; ++o) {
-    st.multipliers.push_back(int8::quantize_multiplier(
-        in.scale * static_cast<double>(weight_scale_.data<float>()[o]) / out.scale));
-    std::int32_t s = 0;
-    for (std::int64_t k = 0; k < K; ++k) s += w[o * K + k];
-    st.w_sums.push_back(s);
+namespace {
+struct Bytes {
+  const void* p;
+  std::size_t n;
+};
+bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Bytes> parts) {
+  std::size_t at = 0;
+  for (const Bytes& b : parts) {
+    if (at + b.n > key.size() || std::memcmp(key.data() + at, b.p, b.n) != 0) return false;
+    at += b.n;
   }
+  return at == key.size();
+}
+}  // namespace
+
+const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups,
+                                                                     bool channels_last) {
+  const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
+                                   static_cast<std::int32_t>(groups), channels_last, fused_relu_};
+  auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
+  const std::initializer_list<Bytes> parts = {
+      {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
+      raw(input_zero_point_),      raw(scale_),  raw(zero_point_),   raw(output_range_)};
+  if (prepared_ && same_bytes(prepared_->key, parts)) return *prepared_;
+
+  auto st = std::make_shared<Prepared>();
+  for (const Bytes& b : parts)
+    st->key.insert(st->key.end(), static_cast<const std::uint8_t*>(b.p),
+                   static_cast<const std::uint8_t*>(b.p) + b.n);
+  const QuantInfo in = input_quant(), out = output_quant();
+  const std::int64_t O = weight_.size(0), K = weight_.numel() / O, Og = O / groups;
+  for (std::int64_t o = 0; o < O; ++o)
+    st->multipliers.push_back(int8::quantize_multiplier(
+        in.scale * static_cast<double>(weight_scale_.data<float>()[o]) / out.scale));
+  // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col
+  const std::int8_t* w = weight_.data<std::int8_t>();
+  std::vector<std::int8_t> reordered;
+  if (channels_last && weight_.dim() == 4) {
+    const std::int64_t Cg = weight_.size(1), khw = weight_.size(2) * weight_.size(3);
+    reordered.resize(O * K);
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t c = 0; c < Cg; ++c)
+        for (std::int64_t r = 0; r < khw; ++r) reordered[o * K + r * Cg + c] = w[o * K + c * khw + r];
+    w = reordered.data();
+  }
+  for (std::int64_t g = 0; g < groups; ++g)
+    st->packed.push_back(int8::pack_weights(w + g * Og * K, Og, K));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
-  st.requant = {st.multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
-                hi};
-  return st;
+  st->requant = {st->multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
+                 hi};
+  prepared_ = std::move(st);
+  return *prepared_;
 }
 
 QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale,
@@ -154,14 +190,13 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  const Stage st = output_stage();
+  const Prepared& st = prepared(1, false);
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
-  int8::linear_u8s8(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                    weight_.data<std::int8_t>(), st.w_sums.data(), O,
-                    bias_.defined() ? bias_.data<std::int32_t>() : nullptr, st.requant,
-                    y.data<std::uint8_t>());
+  int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
+                         st.packed[0], bias_.defined() ? bias_.data<std::int32_t>() : nullptr,
+                         st.requant, y.data<std::uint8_t>(), O);
   y.set_quant_info(output_quant());
   return y;
 }
@@ -180,8 +215,9 @@ QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_sc
               weight_q.shape());
 }
 
-// Per image and group: col = im2col(x) padded with the input zero point (real 0), then
-// y (Og, P) = requant(W_g (Og, K) col (K, P) - zx rowsum(W_g) + bias).
+// Per group, for a chunk of images: the input channels-last (h, w, c), col (P, K) = one row per
+// output pixel with K ordered (kh, kw, Cg), padded with the input zero point (real 0), then
+// y^T (P, Og) = requant(col . W_g^T - zx rowsum(W_g) + bias), transposed into (Og, P).
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
@@ -198,33 +234,65 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
   const std::int64_t K = Cg * kh * kw, P = Ho * Wo;
   const std::int32_t zx = input_quant().zero_point;
-  const Stage st = output_stage();
+  const auto pad = static_cast<std::uint8_t>(zx);
+  const Prepared& st = prepared(G, true);
   Tensor y = Tensor::empty(Shape{N, O, Ho, Wo}, DType::UInt8);
-  std::vector<std::uint8_t> col(K * P);
   const std::uint8_t* px = x.data<std::uint8_t>();
-  for (std::int64_t n = 0; n < N; ++n)
+  std::uint8_t* py = y.data<std::uint8_t>();
+  // images per GEMM call: col of about 1 MiB
+  const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 20) / (P * K), 1, N);
+  const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * Cg;
+  // + 64: slack for the 16-byte copies below
+  std::vector<std::uint8_t> xpad(chunk * img + 64, pad), col(chunk * P * K + 64), yt(chunk * P * Og);
+  for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const std::int64_t nc = std::min(chunk, N - n0);
     for (std::int64_t g = 0; g < G; ++g) {
-      for (std::int64_t c = 0; c < Cg; ++c)
-        for (std::int64_t i = 0; i < kh; ++i)
-          for (std::int64_t j = 0; j < kw; ++j) {
-            std::uint8_t* row = col.data() + ((c * kh + i) * kw + j) * P;
-            const std::uint8_t* plane = px + ((n * C) + g * Cg + c) * H * W;
-            for (std::int64_t oh = 0; oh < Ho; ++oh) {
-              const std::int64_t h = oh * sh - ph + i * dh;
-              for (std::int64_t ow = 0; ow < Wo; ++ow) {
-                const std::int64_t w = ow * sw - pw + j * dw;
-                row[oh * Wo + ow] = (h >= 0 && h < H && w >= 0 && w < W) ? plane[h * W + w]
-                                                                         : static_cast<std::uint8_t>(zx);
-              }
+      parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) {
+          // the image channels-last inside a border of the zero point: xi[(h, w, c)]
+          std::uint8_t* xi = xpad.data() + i * img;
+          const std::uint8_t* src = px + ((n0 + i) * C + g * Cg) * H * W;
+          for (std::int64_t c = 0; c < Cg; ++c)
+            for (std::int64_t h = 0; h < H; ++h)
+              for (std::int64_t w = 0; w < W; ++w)
+                xi[((h + ph) * Wp + w + pw) * Cg + c] = src[(c * H + h) * W + w];
+          // col row p = (oh, ow): for each kernel row r, kw * Cg contiguous bytes (dw = 1), copied
+          // 16 bytes at a time; a copy may run past its piece into the next one, written after
+          // it, except at the image's last row (exact there: images are filled in parallel)
+          std::uint8_t* ci = col.data() + i * P * K;
+          const std::int64_t piece = dw == 1 ? kw * Cg : Cg, pieces = dw == 1 ? 1 : kw;
+          for (std::int64_t oh = 0; oh < Ho; ++oh)
+            for (std::int64_t ow = 0; ow < Wo; ++ow) {
+              std::uint8_t* row = ci + (oh * Wo + ow) * K;
+              const bool exact = oh * Wo + ow == P - 1;
+              for (std::int64_t r = 0; r < kh; ++r)
+                for (std::int64_t j = 0; j < pieces; ++j) {
+                  std::uint8_t* d = row + r * kw * Cg + j * piece;
+                  const std::uint8_t* s0 = xi + ((oh * sh + r * dh) * Wp + ow * sw + j * dw) * Cg;
+                  if (exact) {
+                    std::memcpy(d, s0, piece);
+                  } else {
+                    for (std::int64_t t = 0; t < piece; t += 16) std::memcpy(d + t, s0 + t, 16);
+                  }
+                }
             }
-          }
+        }
+      });
       int8::Requant rq = st.requant;
       rq.multiplier = st.multipliers.data() + g * Og;
-      int8::gemm_u8s8_cols(weight_.data<std::int8_t>() + g * Og * K, st.w_sums.data() + g * Og, Og, K,
-                           col.data(), P, zx,
-                           bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq,
-                           y.data<std::uint8_t>() + (n * O + g * Og) * P);
+      int8::gemm_u8s8_packed(col.data(), nc * P, K, zx, st.packed[g],
+                             bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq,
+                             yt.data(), Og);
+      parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const std::uint8_t* src = yt.data() + i * P * Og;
+          std::uint8_t* dst = py + ((n0 + i) * O + g * Og) * P;
+          for (std::int64_t o = 0; o < Og; ++o)
+            for (std::int64_t p = 0; p < P; ++p) dst[o * P + p] = src[p * Og + o];
+        }
+      });
     }
+  }
   y.set_quant_info(output_quant());
   return y;
 }
@@ -247,6 +315,19 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
   Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), Ho, Wo}, DType::UInt8);
   const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
+  if (p == Pair{0, 0}) {  // every window inside the image: no bounds checks
+    for (std::int64_t pl = 0; pl < planes; ++pl)
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          const std::uint8_t* win = px + (pl * H + oh * s[0]) * W + ow * s[1];
+          std::uint8_t best = 0;
+          for (std::int64_t i = 0; i < k[0]; ++i)
+            for (std::int64_t j = 0; j < k[1]; ++j) best = std::max(best, win[i * W + j]);
+          py[(pl * Ho + oh) * Wo + ow] = best;
+        }
+    y.set_quant_info(x.quant_info());
+    return y;
+  }
   for (std::int64_t pl = 0; pl < planes; ++pl)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
       for (std::int64_t ow = 0; ow < Wo; ++ow) {

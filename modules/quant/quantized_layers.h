@@ -4,6 +4,8 @@
 // per channel, biases int32 at scale s_in * s_w, accumulation int32, and each output is
 // requantized with a fixed-point multiplier (int8_kernels.h). Every layer checks that its input
 // carries the quantization it was converted for.
+#include <memory>
+
 #include "framework/autograd/ops.h"
 #include "framework/nn/module.h"
 #include "modules/quant/qparams.h"
@@ -54,13 +56,17 @@ class QuantizedWeightLayer : public nn::Module {
   /// Checks x is uint8 quantized as expected (naming the layer), returns nothing.
   void check_input(const Tensor& x) const;
 
-  /// Output stage of the integer kernels for the current buffers.
-  struct Stage;
-  Stage output_stage() const;
+  /// The weights packed for the GEMM micro-kernel (one per group; a conv's K ordered (kh, kw,
+  /// C/groups)) and the output stage, for the current buffers and CPU path: built at the first
+  /// forward and again whenever the buffers (a loaded checkpoint) or the CPU path changed. Not
+  /// part of the module's state.
+  struct Prepared;
+  const Prepared& prepared(std::int64_t groups, bool channels_last);
 
   Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
       output_range_;
   bool fused_relu_;
+  std::shared_ptr<const Prepared> prepared_;
 };
 
 class QuantizedLinear : public QuantizedWeightLayer {

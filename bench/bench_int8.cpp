@@ -1,0 +1,230 @@
+// Integer inference next to references measured in the same run (1 thread), for the AVX2 path
+// and the best path this CPU has:
+//   (a) the int8 linear kernel (packed weights, fused requantization) vs our float GEMM on the
+//       same shape (the MLP's layers, batch 64);
+//   (b) the converted int8 MLP / CNN / CNN-BN (prepare_qat, a few SGD steps on random data,
+//       convert) vs our fp32 model's inference on the same batch;
+//   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
+//       run as a subprocess; "skipped" when python3 or torch is missing).
+//   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers]
+//   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer)
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "framework/autograd/grad_mode.h"
+#include "framework/autograd/ops.h"
+#include "framework/nn/nn.h"
+#include "framework/optim/sgd.h"
+#include "framework/tensor/blas.h"
+#include "framework/tensor/cpu.h"
+#include "framework/tensor/parallel.h"
+#include "framework/tensor/random.h"
+#include "modules/quant/int8_kernels.h"
+#include "modules/quant/quant.h"
+
+using namespace qat;
+using namespace qat::quant;
+using bench::seconds_per_call;
+
+namespace {
+
+nn::ModulePtr mlp() {
+  return std::make_shared<nn::Sequential>(
+      nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                       {"fc1", std::make_shared<nn::Linear>(784, 256)},
+                       {"relu1", std::make_shared<nn::ReLU>()},
+                       {"fc2", std::make_shared<nn::Linear>(256, 128)},
+                       {"relu2", std::make_shared<nn::ReLU>()},
+                       {"fc3", std::make_shared<nn::Linear>(128, 10)},
+                       {"dequant", std::make_shared<DeQuantStub>()}});
+}
+
+// examples/cnn_qat.cpp's model
+nn::ModulePtr cnn(bool batch_norm) {
+  auto net = std::make_shared<nn::Sequential>();
+  const Conv2dParams pad2{.padding = {2, 2}};
+  net->push_back("quant", std::make_shared<QuantStub>());
+  net->push_back("conv1", std::make_shared<nn::Conv2d>(1, 16, 5, pad2));
+  if (batch_norm) net->push_back("bn1", std::make_shared<nn::BatchNorm2d>(16));
+  net->push_back("relu1", std::make_shared<nn::ReLU>());
+  net->push_back("pool1", std::make_shared<nn::MaxPool2d>(2));
+  net->push_back("conv2", std::make_shared<nn::Conv2d>(16, 32, 5, pad2));
+  if (batch_norm) net->push_back("bn2", std::make_shared<nn::BatchNorm2d>(32));
+  net->push_back("relu2", std::make_shared<nn::ReLU>());
+  net->push_back("pool2", std::make_shared<nn::MaxPool2d>(2));
+  net->push_back("flatten", std::make_shared<nn::Flatten>());
+  net->push_back("fc", std::make_shared<nn::Linear>(32 * 7 * 7, 10));
+  net->push_back("dequant", std::make_shared<DeQuantStub>());
+  return net;
+}
+
+// prepare_qat (int8_default), a few SGD steps on random data, convert
+nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& input) {
+  manual_seed(1);
+  nn::ModulePtr model = build();
+  QConfigRegistry reg;
+  prepare_qat(*model, reg);
+  Generator gen(2);
+  optim::SGD opt(model->named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  model->train();
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = Tensor::uniform(input, 0, 1, gen);
+    std::vector<std::int64_t> y(input[0]);
+    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(10));
+    opt.zero_grad();
+    cross_entropy(model->forward(x), Tensor::from_vector<std::int64_t>(y, Shape{input[0]})).backward();
+    opt.step();
+  }
+  model->eval();
+  convert(*model);
+  return model;
+}
+
+// (model, batch) -> {engine, fp32 s, int8 s}, from bench/torch_int8.py
+struct TorchRow {
+  std::string engine;
+  double fp32 = 0, int8 = 0;
+};
+std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(
+    const std::vector<std::int64_t>& batches, std::string* why) {
+  std::map<std::pair<std::string, std::int64_t>, TorchRow> best;
+  std::string cmd = "/usr/bin/python3 " QAT_SOURCE_DIR "/bench/torch_int8.py";
+  for (auto b : batches) cmd += " " + std::to_string(b);
+  cmd += " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) {
+    *why = "cannot run python3";
+    return best;
+  }
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    char model[64], engine[64];
+    long long batch = 0;
+    double t32 = 0, t8 = 0;
+    if (std::sscanf(line, "torch %63s %lld %63s %lf %lf", model, &batch, engine, &t32, &t8) != 5)
+      continue;
+    auto& row = best[{model, batch}];
+    if (row.engine.empty() || t8 < row.int8) row = {engine, t32, t8};
+  }
+  const int rc = pclose(f);
+  if (best.empty()) *why = rc != 0 ? "python3 or torch (torch.ao.quantization) missing" : "no output";
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool torch = true, layers = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-torch") == 0) torch = false;
+    if (std::strcmp(argv[i], "--layers") == 0) layers = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+  }
+  set_num_threads(1);
+  std::vector<cpu::Isa> paths{cpu::Isa::AVX2};
+  if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());
+  if (cpu::best_isa() < cpu::Isa::AVX2) paths = {cpu::best_isa()};
+
+  // (a) kernel vs float GEMM
+  std::printf(
+      "(a) int8 linear (u8 x s8 -> s32, fused requant, packed weights) vs our float32 GEMM, 1 thread\n");
+  std::printf("%-12s %-18s %12s %12s %10s\n", "path", "shape", "int8", "f32 gemm", "f32/int8");
+  const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
+      {64, 784, 256}, {64, 256, 128}, {64, 128, 10}, {1000, 784, 256}};
+  for (cpu::Isa isa : paths) {
+    if (!only.empty()) break;
+    cpu::IsaGuard guard(isa);
+    for (const auto& [N, K, O] : shapes) {
+      Generator gen(3);
+      std::vector<std::uint8_t> xq(N * K), yq(N * O);
+      std::vector<std::int8_t> wq(O * K);
+      for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
+      for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
+      std::vector<std::int32_t> bias(O, 17);
+      std::vector<int8::Multiplier> mult(O, int8::quantize_multiplier(0.0007));
+      const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K);
+      const int8::Requant rq{mult.data(), 3, 3, 255};
+      const double t8 = seconds_per_call(
+          [&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, bias.data(), rq, yq.data(), O); });
+      std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
+      const double t32 = seconds_per_call([&] {
+        detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
+      });
+      const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " . " + std::to_string(O);
+      std::printf("%-12s %-18s %9.1f us %9.1f us %9.2fx\n", cpu::isa_name(isa), shape.c_str(), t8 * 1e6,
+                  t32 * 1e6, t32 / t8);
+    }
+  }
+
+  // (b) + (c) models
+  const std::vector<std::int64_t> batches{64, 1000};
+  std::string why;
+  const auto torch_rows = torch ? run_torch(batches, &why) : decltype(run_torch(batches, &why)){};
+  if (!torch) why = "--no-torch";
+  std::printf(
+      "\n(b) converted int8 model vs our fp32 model, (c) vs PyTorch %s int8 (best engine), 1 thread\n",
+      "1.13");
+  std::printf("%-12s %-7s %6s %11s %11s %9s %11s %-8s %10s\n", "path", "model", "batch", "int8", "fp32",
+              "fp32/int8", "torch int8", "engine", "torch/ours");
+  struct M {
+    const char* name;
+    std::function<nn::ModulePtr()> build;
+    Shape sample;  // one input, without the batch
+  };
+  const M models[] = {{"mlp", mlp, Shape{784}},
+                      {"cnn", [] { return cnn(false); }, Shape{1, 28, 28}},
+                      {"cnn-bn", [] { return cnn(true); }, Shape{1, 28, 28}}};
+  for (const M& m : models) {
+    if (!only.empty() && only != m.name) continue;
+    auto with_batch = [&](std::int64_t b) {
+      std::vector<std::int64_t> d{b};
+      for (std::int64_t i = 0; i < m.sample.rank(); ++i) d.push_back(m.sample[i]);
+      return Shape(d);
+    };
+    nn::ModulePtr q = int8_model(m.build, with_batch(32));
+    nn::ModulePtr f = m.build();
+    f->eval();
+    for (std::int64_t batch : batches) {
+      Generator gen(4);
+      const Tensor x = Tensor::uniform(with_batch(batch), 0, 1, gen);
+      NoGradGuard ng;
+      for (cpu::Isa isa : paths) {
+        cpu::IsaGuard guard(isa);
+        const double t32 = seconds_per_call([&] { f->forward(x); });
+        const double t8 = seconds_per_call([&] { q->forward(x); });
+        std::printf("%-12s %-7s %6lld %8.1f us %8.1f us %8.2fx", cpu::isa_name(isa), m.name,
+                    static_cast<long long>(batch), t8 * 1e6, t32 * 1e6, t32 / t8);
+        if (layers) {  // each child on the previous child's output
+          Tensor h = x;
+          std::printf("\n");
+          for (const auto& [name, child] : q->named_children()) {
+            const Tensor in = h;
+            const double t = seconds_per_call([&] { child->forward(in); });
+            h = child->forward(in);
+            std::printf("    %-10s %-20s %9.1f us\n", name.c_str(), child->type_name().c_str(), t * 1e6);
+          }
+        }
+        const auto it = torch_rows.find({m.name, batch});
+        if (it != torch_rows.end())
+          std::printf(" %8.1f us %-8s %9.2fx\n", it->second.int8 * 1e6, it->second.engine.c_str(),
+                      it->second.int8 / t8);
+        else
+          std::printf("  torch skipped (%s)\n", why.c_str());
+      }
+    }
+  }
+  std::printf("\nkernels: %s; x > 1 means ours is faster. PyTorch fp32 for the record:",
+              cpu::describe().c_str());
+  for (const auto& [key, row] : torch_rows)
+    std::printf(" %s/%lld %.1f us;", key.first.c_str(), static_cast<long long>(key.second),
+                row.fp32 * 1e6);
+  std::printf("\n");
+  return 0;
+}

@@ -1,0 +1,287 @@
+// The int8 GEMM micro-kernels, compiled once per instruction set (see int8_gemm.h for the packed
+// layouts). A tile is MR rows x NB blocks of 16 output channels; the accumulators start at
+// bias - zx rowsum(w), and the output stage requantizes them in registers:
+//   y = clamp(zp + round(acc m0 2^(shift - 31)), lo, hi), rounded once, ties away from zero,
+// with 64-bit products on even / odd lanes, bit-identical to multiply_by_quantized_multiplier.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_gemm.cpp"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "framework/tensor/simd.h"
+
+// x86 intrinsics on AVX2 / AVX3 / AVX3_DL; plain loops on every other target (EMU128, SCALAR)
+#undef QAT_INT8_X86
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QAT_INT8_X86 1
+#include <immintrin.h>
+#else
+#define QAT_INT8_X86 0
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace qat::quant::int8::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX3_DL || !QAT_INT8_X86
+constexpr PackFormat kFormat = PackFormat::Quads;
+#else
+constexpr PackFormat kFormat = PackFormat::Pairs;
+#endif
+
+int PackFormatImpl() { return static_cast<int>(kFormat); }
+
+// q = clamp(nearbyint(x inv) + zp, lo, hi) (vectorised: vroundps in the current rounding mode)
+void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
+                  std::uint8_t* __restrict q) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = __builtin_nearbyintf(x[i] * inv) + zp;
+    const float c = v > lo ? v : lo;
+    q[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c < hi ? c : hi));
+  }
+}
+
+// Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
+// of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
+// up to rows_pad.
+HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, std::int64_t rows_pad,
+                          std::uint8_t* __restrict s) {
+  const std::int64_t stride = g.steps * 4;
+  for (std::int64_t i = 0; i < rows_pad; ++i) {
+    std::uint8_t* dst = s + i * stride;
+    const std::uint8_t* __restrict src = g.x + (r + i) * g.ldx;
+    const std::int64_t k = i < rows ? g.K : 0;
+    if constexpr (kFormat == PackFormat::Quads) {
+      for (std::int64_t j = 0; j < k; ++j) dst[j] = src[j];
+      for (std::int64_t j = k; j < stride; ++j) dst[j] = 0;
+    } else {
+      std::uint16_t* __restrict d16 = reinterpret_cast<std::uint16_t*>(dst);
+      for (std::int64_t j = 0; j < k; ++j) d16[j] = src[j];
+      for (std::int64_t j = k; j < stride / 2; ++j) d16[j] = 0;
+    }
+  }
+}
+
+#if !QAT_INT8_X86
+// ---- generic: plain loops over the quads -----------------------------------------------------
+
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
+  auto* s = static_cast<std::uint8_t*>(scratch);
+  const std::int64_t stride = g.steps * 4;
+  for (std::int64_t r = r0; r < r1; r += kRowBlock) {
+    const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
+    fill_rows(g, r, rows, rows, s);
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::uint8_t* wb = g.w + b * g.steps * kStepBytes;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        std::int32_t acc[kBlock];
+        for (std::int64_t c = 0; c < kBlock; ++c) acc[c] = g.acc0[b * kBlock + c];
+        const std::uint8_t* a = s + i * stride;
+        for (std::int64_t st = 0; st < g.steps; ++st) {
+          const auto* ws = reinterpret_cast<const std::int8_t*>(wb + st * kStepBytes);
+          for (std::int64_t c = 0; c < kBlock; ++c)
+            for (std::int64_t j = 0; j < 4; ++j)
+              acc[c] += static_cast<std::int32_t>(a[st * 4 + j]) * ws[c * 4 + j];
+        }
+        std::uint8_t* y = g.y + (r + i) * g.ldy;
+        for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c)
+          y[b * kBlock + c] = requantize(acc[c], g.mult[b * kBlock + c], g.zp, g.lo, g.hi);
+      }
+    }
+  }
+}
+
+#else
+// ---- x86: vpdpbusd (VNNI) or vpmaddwd on pre-widened pairs -----------------------------------
+#if HWY_TARGET == HWY_AVX2
+using Vec = __m256i;
+constexpr int kVecs = 2;  // vectors per block of 16 channels
+constexpr std::int64_t kMR = 4;
+constexpr int kNB = 1;
+HWY_INLINE Vec load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+HWY_INLINE void store(void* p, Vec v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+HWY_INLINE Vec bcast(const std::uint8_t* p) {
+  std::int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+// exact: u16 (<= 255) x s16 pairs summed in int32
+HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+
+// 64-bit lanes: clamp(round(p 2^-sh), lo, hi), p + half + (p < 0 ? -1 : 0) then an arithmetic
+// shift as ~((~t) >>> sh) for negative t (AVX2 has no vpsravq).
+HWY_INLINE Vec round_clamp(Vec p, Vec sh, Vec lo, Vec hi) {
+  const Vec zero = _mm256_setzero_si256(), one = _mm256_set1_epi64x(1);
+  const Vec half = _mm256_sllv_epi64(one, _mm256_sub_epi64(sh, one));
+  Vec t = _mm256_add_epi64(_mm256_add_epi64(p, half), _mm256_cmpgt_epi64(zero, p));
+  const Vec neg = _mm256_cmpgt_epi64(zero, t);
+  t = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(t, neg), sh), neg);
+  t = _mm256_blendv_epi8(t, lo, _mm256_cmpgt_epi64(lo, t));
+  return _mm256_blendv_epi8(t, hi, _mm256_cmpgt_epi64(t, hi));
+}
+HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp, Vec lo, Vec hi,
+                       Vec zp) {
+  const Vec m0 = load(m0p), r = load(rp);
+  const Vec pe = _mm256_mul_epi32(acc, m0);
+  const Vec po = _mm256_mul_epi32(_mm256_srli_epi64(acc, 32), _mm256_srli_epi64(m0, 32));
+  const Vec re = _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFFFFFF)), ro = _mm256_srli_epi64(r, 32);
+  const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
+  return _mm256_add_epi32(_mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA), zp);
+}
+HWY_INLINE Vec set64(std::int64_t v) { return _mm256_set1_epi64x(v); }
+HWY_INLINE Vec set32(std::int32_t v) { return _mm256_set1_epi32(v); }
+// 16 int32 in [0, 255] (two vectors) -> 16 bytes
+HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
+  const Vec p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[0], v[1]), 0xD8);
+  const __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+  if (n == 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y), b);
+  } else {
+    alignas(16) std::uint8_t tmp[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b);
+    for (std::int64_t c = 0; c < n; ++c) y[c] = tmp[c];
+  }
+}
+#else  // AVX3 / AVX3_DL
+using Vec = __m512i;
+constexpr int kVecs = 1;
+constexpr std::int64_t kMR = 8;
+constexpr int kNB = 2;
+HWY_INLINE Vec load(const void* p) { return _mm512_loadu_si512(p); }
+HWY_INLINE void store(void* p, Vec v) { _mm512_storeu_si512(p, v); }
+HWY_INLINE Vec bcast(const std::uint8_t* p) {
+  std::int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0.3's AVX3_DL target string names avxvnni but not avx512vnni (its CPU check does
+// require AVX512-VNNI): enable it for the rest of this target's region.
+#pragma GCC target("avx512vnni")
+// exact: u8 x s8 quads summed into int32 without intermediate saturation
+HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b); }
+#else
+HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+#endif
+HWY_INLINE Vec round_clamp(Vec p, Vec sh, Vec lo, Vec hi) {
+  const Vec one = _mm512_set1_epi64(1);
+  const Vec half = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one));
+  const Vec t = _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
+  return _mm512_min_epi64(_mm512_max_epi64(_mm512_srav_epi64(t, sh), lo), hi);
+}
+HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp, Vec lo, Vec hi,
+                       Vec zp) {
+  const Vec m0 = load(m0p), r = load(rp);
+  const Vec pe = _mm512_mul_epi32(acc, m0);
+  const Vec po = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(m0, 32));
+  const Vec re = _mm512_and_si512(r, _mm512_set1_epi64(0xFFFFFFFF)), ro = _mm512_srli_epi64(r, 32);
+  const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
+  return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, qe, _mm512_slli_epi64(qo, 32)), zp);
+}
+HWY_INLINE Vec set64(std::int64_t v) { return _mm512_set1_epi64(v); }
+HWY_INLINE Vec set32(std::int32_t v) { return _mm512_set1_epi32(v); }
+HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
+  const __m128i b = _mm512_cvtepi32_epi8(v[0]);
+  if (n == 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y), b);
+  else
+    _mm_mask_storeu_epi8(y, static_cast<__mmask16>((1u << n) - 1), b);
+}
+#endif
+
+constexpr std::int64_t kLanes = kBlock / kVecs;
+
+// One tile: rows [row, row + MR) of the scratch (stride `astride` bytes) times blocks b..b+NB-1.
+template <int NB>
+HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* __restrict a, std::int64_t astride,
+                     std::int64_t b, std::int64_t row, std::int64_t rows_valid) {
+  constexpr int V = NB * kVecs;
+  Vec acc[kMR][V];
+  for (int v = 0; v < V; ++v) {
+    const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
+    for (int i = 0; i < kMR; ++i) acc[i][v] = init;
+  }
+  const std::uint8_t* __restrict w = g.w + b * g.steps * kStepBytes;
+  const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
+  for (std::int64_t s = 0; s < g.steps; ++s) {
+    Vec bv[V];
+    for (int j = 0; j < NB; ++j)
+      for (int u = 0; u < kVecs; ++u)
+        bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
+    for (int i = 0; i < kMR; ++i) {
+      const Vec av = bcast(a + i * astride + s * 4);
+      for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+    }
+  }
+  // output stage
+  for (int j = 0; j < NB; ++j) {
+    const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
+    if (g.vector_rq) {
+      const Vec lo = set64(g.lo - g.zp), hi = set64(g.hi - g.zp), zp = set32(g.zp);
+      for (std::int64_t i = 0; i < rows_valid; ++i) {
+        Vec out[kVecs];
+        for (int u = 0; u < kVecs; ++u)
+          out[u] = requant(acc[i][j * kVecs + u], g.m0 + c0 + u * kLanes, g.right + c0 + u * kLanes, lo,
+                           hi, zp);
+        store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
+      }
+    } else {  // a multiplier outside the vector range: the scalar reference
+      for (std::int64_t i = 0; i < rows_valid; ++i) {
+        alignas(64) std::int32_t tmp[kBlock];
+        for (int u = 0; u < kVecs; ++u) store(tmp + u * kLanes, acc[i][j * kVecs + u]);
+        std::uint8_t* y = g.y + (row + i) * g.ldy + c0;
+        for (std::int64_t c = 0; c < n; ++c) y[c] = requantize(tmp[c], g.mult[c0 + c], g.zp, g.lo, g.hi);
+      }
+    }
+  }
+}
+
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
+  static_assert(kRowBlock % kMR == 0);
+  auto* s = static_cast<std::uint8_t*>(scratch);
+  const std::int64_t astride = g.steps * 4;
+  for (std::int64_t r = r0; r < r1; r += kRowBlock) {
+    const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
+    const std::int64_t rows_pad = (rows + kMR - 1) / kMR * kMR;
+    fill_rows(g, r, rows, rows_pad, s);
+    for (std::int64_t b = b0; b < b1; b += kNB) {
+      const bool full = b + kNB <= b1;
+      for (std::int64_t t = 0; t < rows_pad; t += kMR) {
+        const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
+        if (full)
+          tile<kNB>(g, s + t * astride, astride, b, r + t, valid);
+        else
+          tile<1>(g, s + t * astride, astride, b, r + t, valid);
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace qat::quant::int8::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qat::quant::int8::kernels {
+
+HWY_EXPORT(PackFormatImpl);
+HWY_EXPORT(GemmRangeImpl);
+HWY_EXPORT(QuantizeImpl);
+
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
+                 std::uint8_t* q) {
+  QAT_DISPATCH(QuantizeImpl)(x, n, inv, zp, lo, hi, q);
+}
+
+PackFormat pack_format() { return static_cast<PackFormat>(QAT_DISPATCH(PackFormatImpl)()); }
+
+void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                void* scratch) {
+  QAT_DISPATCH(GemmRangeImpl)(a, r0, r1, b0, b1, scratch);
+}
+
+}  // namespace qat::quant::int8::kernels
+#endif  // HWY_ONCE

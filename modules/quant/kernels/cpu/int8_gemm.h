@@ -1,0 +1,57 @@
+#pragma once
+// Internal: the blocked u8 x s8 -> int32 GEMM with a fused requantization stage, compiled once
+// per instruction set (framework/tensor/simd.h). int8_kernels.h is the public face.
+//
+// Packed weights: output channels in blocks of 16, K padded with zero weights, one 64-byte
+// "step" per block and group of k:
+//   quads (generic, AVX512_VNNI):  step s of block b = [16 channels][4 x int8], k = 4s..4s+3
+//   pairs (AVX2, AVX512):          step s of block b = [16 channels][2 x int16], k = 2s, 2s+1
+// (pairs are widened at pack time so that vpmaddwd multiplies exactly: u8 x s8 products summed
+// in pairs reach 2 * 255 * 128 > 32767, which vpmaddubsw would saturate).
+#include <cstdint>
+
+#include "modules/quant/int8_kernels.h"
+
+namespace qat::quant::int8::kernels {
+
+constexpr std::int64_t kBlock = 16;      ///< output channels per packed block
+constexpr std::int64_t kStepBytes = 64;  ///< bytes of one step of one block
+
+enum class PackFormat : int { Quads = 0, Pairs = 1 };
+
+/// k values per step of a format (4 for quads, 2 for pairs).
+inline std::int64_t k_per_step(PackFormat f) { return f == PackFormat::Quads ? 4 : 2; }
+
+/// Everything one GEMM call needs, as raw pointers (no std:: types cross into per-target code).
+struct GemmArgs {
+  const std::uint8_t* x;  ///< (M, K) rows, stride ldx
+  std::int64_t M, K, ldx;
+  const std::uint8_t* w;      ///< packed: blocks * steps * kStepBytes
+  std::int64_t steps;         ///< per block
+  std::int64_t O;             ///< real output channels (blocks = ceil(O / 16))
+  const std::int32_t* acc0;   ///< per padded channel: bias - zx rowsum(w)
+  const std::int32_t* m0;     ///< per padded channel, the fixed-point multiplier
+  const std::int32_t* right;  ///< per padded channel, 31 - shift (in [1, 62] when vector_rq)
+  bool vector_rq;             ///< all channels fit the vector requantization
+  const Multiplier* mult;     ///< per real channel (scalar output stage otherwise)
+  std::int32_t zp, lo, hi;
+  std::uint8_t* y;  ///< (M, O) rows, stride ldy
+  std::int64_t ldy;
+};
+
+/// Rows per scratch block (a multiple of every micro-kernel's row count).
+constexpr std::int64_t kRowBlock = 24;
+/// Scratch bytes gemm_range needs (per thread).
+inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
+
+/// q[i] = clamp(nearbyint(x[i] inv) + zp, lo, hi) as uint8, in float (Quantize::forward).
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
+                 std::uint8_t* q);
+
+/// The packing format of the current path.
+PackFormat pack_format();
+/// Rows [r0, r1) and channel blocks [b0, b1) of y; scratch of scratch_bytes(a.steps).
+void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                void* scratch);
+
+}  // namespace qat::quant::int8::kernels

@@ -1,0 +1,264 @@
+// The blocked int8 GEMM (modules/quant/kernels/cpu/int8_gemm.cpp) against the scalar reference
+// (linear_u8s8_reference / gemm_u8s8_cols_reference), bit for bit, on every CPU path: odd sizes,
+// input zero points 0 / 128 / 255, multipliers across binades and at the shift edges (the vector
+// requantization's range and the scalar fallback), a fused ReLU clamp, strided operands, thread
+// counts, and the QuantizedConv2d / QuantizedLinear layers against the reference im2col.
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/isa.h"
+#include "framework/tensor/parallel.h"
+#include "modules/quant/int8_kernels.h"
+#include "modules/quant/quantized_layers.h"
+
+using namespace qat;
+using namespace qat::quant;
+using qat::test::for_each_isa;
+
+namespace {
+using U8 = std::vector<std::uint8_t>;
+
+struct Problem {
+  std::int64_t N, K, O;
+  std::int32_t zx;
+  U8 x;
+  std::vector<std::int8_t> w;
+  std::vector<std::int32_t> sums, bias;
+  std::vector<int8::Multiplier> mult;
+  int8::Requant rq;
+};
+
+// kind 0: multipliers in [2^-20, 1); 1: shifts at the vector edges (-31, 30) and beyond (scalar
+// fallback: 31, 33, -32); 2: extreme operands (x 255, w -128 / 127) with a tiny multiplier.
+Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, int kind, bool relu,
+             std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  Problem p{N, K, O, zx, U8(N * K), std::vector<std::int8_t>(O * K), {}, {}, {}, {}};
+  for (auto& v : p.x) v = static_cast<std::uint8_t>(kind == 2 ? (uni(0, 3) ? 255 : 0) : uni(0, 255));
+  for (auto& v : p.w)
+    v = static_cast<std::int8_t>(kind == 2 ? (uni(0, 1) ? 127 : -128) : uni(-128, 127));
+  for (std::int64_t o = 0; o < O; ++o) {
+    std::int32_t s = 0;
+    for (std::int64_t k = 0; k < K; ++k) s += p.w[o * K + k];
+    p.sums.push_back(s);
+    p.bias.push_back(uni(-100000, 100000));
+    if (kind == 1) {
+      const int shifts[] = {-31, -30, 30, 29, 0, -5, 31, 33, -32};
+      const int shift = shifts[uni(0, 8)];
+      p.mult.push_back(
+          {static_cast<std::int32_t>(
+               (1u << 30) + std::uniform_int_distribution<std::uint32_t>(0, (1u << 30) - 1)(gen)),
+           shift});
+    } else {
+      const double m = std::ldexp(0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(gen),
+                                  -uni(kind == 2 ? 20 : 1, 20));
+      p.mult.push_back(int8::quantize_multiplier(m));
+    }
+  }
+  const std::int32_t zp = uni(0, 255), hi = uni(zp, 255), lo = relu ? zp : uni(0, zp);
+  p.rq = {p.mult.data(), zp, lo, hi};
+  return p;
+}
+
+U8 reference(const Problem& p) {
+  U8 y(p.N * p.O);
+  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
+                              p.rq, y.data());
+  return y;
+}
+
+std::int64_t mismatches(const U8& a, const U8& b) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(int8_kernels)
+
+BOOST_AUTO_TEST_CASE(reference_stage_by_hand) {
+  // the sum zp + round(x M) is exact: a saturated product clamps to hi, not around
+  const int8::Multiplier big{1 << 30, 31};  // 2^30
+  BOOST_TEST(int(int8::requantize(1 << 20, big, 200, 0, 255)) == 255);
+  BOOST_TEST(int(int8::requantize(-(1 << 20), big, 200, 0, 255)) == 0);
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(3, {1 << 30, 40}) == INT32_MAX);
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(0, {1 << 30, 40}) == 0);
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(-3, {1 << 30, 40}) == INT32_MIN);
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(1, {1 << 30, 31}) == (1 << 30));
+  BOOST_TEST(int8::multiply_by_quantized_multiplier(2, {1 << 30, 31}) == INT32_MAX);
+}
+
+BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
+  const std::int64_t sizes[][3] = {{1, 1, 1},     {3, 3, 3},    {17, 31, 33},  {33, 17, 31},
+                                   {31, 33, 17},  {1, 69, 16},  {25, 784, 69}, {64, 256, 128},
+                                   {7, 1568, 10}, {50, 28, 16}, {9, 5, 32},    {2, 400, 47}};
+  std::uint32_t seed = 1;
+  for (const auto& s : sizes)
+    for (const std::int32_t zx : {0, 128, 255})
+      for (int kind = 0; kind < 3; ++kind) {
+        const bool relu = (seed % 2) == 0;
+        const Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
+        const U8 want = reference(p);
+        for_each_isa([&](cpu::Isa) {
+          BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
+                                  << kind) {
+            U8 got(p.N * p.O);
+            int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
+                              p.rq, got.data());
+            BOOST_TEST(mismatches(got, want) == 0);
+          }
+        });
+      }
+}
+
+BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
+  const Problem p = make(61, 45, 37, 3, 0, false, 77);
+  U8 want(p.N * p.O);
+  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, nullptr, p.rq,
+                              want.data());
+  const std::int64_t ldx = p.K + 7, ldy = p.O + 5;
+  U8 xs(p.N * ldx, 0xAB);
+  for (std::int64_t n = 0; n < p.N; ++n) std::copy_n(&p.x[n * p.K], p.K, &xs[n * ldx]);
+  const int threads = get_num_threads();
+  for_each_isa([&](cpu::Isa) {
+    const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K);
+    BOOST_TEST(w.usable());
+    for (int t : {1, 2, 3}) {
+      set_num_threads(t);
+      for (const std::int64_t M : {p.N, std::int64_t{2}}) {  // rows split, or channel blocks split
+        U8 ys(M * ldy, 0xCD);
+        int8::gemm_u8s8_packed(xs.data(), M, ldx, p.zx, w, nullptr, p.rq, ys.data(), ldy);
+        std::int64_t bad = 0;
+        for (std::int64_t n = 0; n < M; ++n) {
+          for (std::int64_t o = 0; o < p.O; ++o) bad += ys[n * ldy + o] != want[n * p.O + o];
+          for (std::int64_t o = p.O; o < ldy; ++o) bad += ys[n * ldy + o] != 0xCD;  // untouched
+        }
+        BOOST_TEST(bad == 0, "threads " << t << " rows " << M);
+      }
+    }
+  });
+  set_num_threads(threads);
+}
+
+BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
+  if (cpu::supported_isas().size() < 2) return;
+  const Problem p = make(2, 8, 4, 0, 0, false, 5);
+  int8::PackedWeights w;
+  {
+    cpu::IsaGuard g(cpu::Isa::AVX2);
+    w = int8::pack_weights(p.w.data(), p.O, p.K);
+  }
+  cpu::IsaGuard g(cpu::Isa::Generic);  // quads, AVX2 packs pairs
+  U8 y(8);
+  BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, nullptr, p.rq, y.data(), 4), Error);
+}
+
+BOOST_AUTO_TEST_CASE(cols_match_reference) {
+  const Problem p = make(45, 19, 21, 128, 0, true, 9);  // N plays P: col is (K, P)
+  U8 col(p.K * p.N);
+  for (std::int64_t k = 0; k < p.K; ++k)
+    for (std::int64_t n = 0; n < p.N; ++n) col[k * p.N + n] = p.x[n * p.K + k];
+  U8 want(p.O * p.N);
+  int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx,
+                                 p.bias.data(), p.rq, want.data());
+  for_each_isa([&](cpu::Isa) {
+    U8 got(p.O * p.N);
+    int8::gemm_u8s8_cols(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.bias.data(), p.rq,
+                         got.data());
+    BOOST_TEST(mismatches(got, want) == 0);
+  });
+}
+
+// QuantizedConv2d (channels-last im2col, per-group packing) against the reference im2col and
+// gemm_u8s8_cols_reference; a weight loaded into the buffer afterwards is picked up.
+BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
+  struct Case {
+    std::int64_t N, C, H, W, O, k, groups;
+    Conv2dParams params;
+    bool relu;
+  };
+  const Case cases[] = {{2, 1, 28, 28, 16, 5, 1, {.padding = {2, 2}}, true},
+                        {3, 6, 9, 7, 8, 3, 2, {.stride = {2, 1}, .padding = {1, 2}, .groups = 2}, false},
+                        {1, 4, 8, 8, 5, 3, 1, {.padding = {2, 2}, .dilation = {2, 2}}, true},
+                        {2, 3, 5, 6, 33, 1, 1, {}, false}};
+  std::mt19937 gen(11);
+  for (const Case& cs : cases) {
+    const std::int64_t Cg = cs.C / cs.groups, K = Cg * cs.k * cs.k;
+    Tensor wq = Tensor::empty(Shape{cs.O, Cg, cs.k, cs.k}, DType::Int8);
+    for (std::int64_t i = 0; i < wq.numel(); ++i)
+      wq.data<std::int8_t>()[i] =
+          static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
+    Tensor ws = Tensor::empty(Shape{cs.O}, DType::Float32),
+           bq = Tensor::empty(Shape{cs.O}, DType::Int32);
+    for (std::int64_t o = 0; o < cs.O; ++o) {
+      ws.data<float>()[o] = 0.001f * static_cast<float>(1 + o % 7);
+      bq.data<std::int32_t>()[o] = std::uniform_int_distribution<int>(-5000, 5000)(gen);
+    }
+    const QuantInfo in{0.02, 7};
+    const ActivationQuant out{{0.05, 100}, 0, 255};
+    QuantizedConv2d layer(wq, ws, bq, in, out, cs.relu, cs.params);
+    Tensor x = Tensor::empty(Shape{cs.N, cs.C, cs.H, cs.W}, DType::UInt8);
+    x.set_quant_info(in);
+    auto reference_conv = [&]() {
+      const auto [sh, sw] = cs.params.stride;
+      const auto [ph, pw] = cs.params.padding;
+      const auto [dh, dw] = cs.params.dilation;
+      const std::int64_t Ho = (cs.H + 2 * ph - dh * (cs.k - 1) - 1) / sh + 1,
+                         Wo = (cs.W + 2 * pw - dw * (cs.k - 1) - 1) / sw + 1, P = Ho * Wo,
+                         Og = cs.O / cs.groups;
+      std::vector<int8::Multiplier> m;
+      for (std::int64_t o = 0; o < cs.O; ++o)
+        m.push_back(int8::quantize_multiplier(layer.input_quant().scale * double(ws.data<float>()[o]) /
+                                              layer.output_quant().scale));  // scales as stored (float)
+      const std::int8_t* w = wq.data<std::int8_t>();
+      U8 y(cs.N * cs.O * P), col(K * P);
+      for (std::int64_t n = 0; n < cs.N; ++n)
+        for (std::int64_t g = 0; g < cs.groups; ++g) {
+          for (std::int64_t c = 0; c < Cg; ++c)
+            for (std::int64_t i = 0; i < cs.k; ++i)
+              for (std::int64_t j = 0; j < cs.k; ++j)
+                for (std::int64_t oh = 0; oh < Ho; ++oh)
+                  for (std::int64_t ow = 0; ow < Wo; ++ow) {
+                    const std::int64_t h = oh * sh - ph + i * dh, ww = ow * sw - pw + j * dw;
+                    col[((c * cs.k + i) * cs.k + j) * P + oh * Wo + ow] =
+                        (h >= 0 && h < cs.H && ww >= 0 && ww < cs.W)
+                            ? x.data<std::uint8_t>()[((n * cs.C + g * Cg + c) * cs.H + h) * cs.W + ww]
+                            : static_cast<std::uint8_t>(in.zero_point);
+                  }
+          std::vector<std::int32_t> sums(Og, 0);
+          for (std::int64_t o = 0; o < Og; ++o)
+            for (std::int64_t k = 0; k < K; ++k) sums[o] += w[(g * Og + o) * K + k];
+          const int8::Requant rq{m.data() + g * Og, out.quant.zero_point,
+                                 cs.relu ? out.quant.zero_point : 0, 255};
+          int8::gemm_u8s8_cols_reference(w + g * Og * K, sums.data(), Og, K, col.data(), P,
+                                         in.zero_point, bq.data<std::int32_t>() + g * Og, rq,
+                                         y.data() + (n * cs.O + g * Og) * P);
+        }
+      return y;
+    };
+    for (int round = 0; round < 2; ++round) {
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        x.data<std::uint8_t>()[i] =
+            static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+      const U8 want = reference_conv();
+      for_each_isa([&](cpu::Isa) {
+        const Tensor y = layer.forward(x);
+        const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
+        BOOST_TEST(mismatches(got, want) == 0,
+                   "conv O " << cs.O << " groups " << cs.groups << " round " << round);
+      });
+      // as a checkpoint load does: new values into the same buffer
+      Tensor w2 = wq.clone();
+      for (std::int64_t i = 0; i < w2.numel(); ++i)
+        w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(-w2.data<std::int8_t>()[i] / 2);
+      Tensor buffer = layer.weight();
+      buffer.copy_(w2);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
