@@ -3,7 +3,9 @@
 // must read and write (observers, fake quant, FP8), or the fake-quant forward of the same tensor
 // (LSQ forward + the three gradients, learnable amax); then the int8 inference kernel next to
 // our float GEMM on the same shape.
-//   build/bench/bench_quant
+//   build/bench/bench_quant           both paths, every kernel
+//   build/bench/bench_quant --rows    the current path (QAT_CPU) only, the issue-table rows as
+//                                     "ROW key ratio (detail)" lines (bench/cpu_table.sh reads them)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,12 +15,10 @@
 #include "bench/bench_util.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
-#include "framework/tensor/blas.h"
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/fake_quant.h"
-#include "modules/quant/int8_kernels.h"
 #include "modules/quant/observer.h"
 
 using namespace qat;
@@ -27,13 +27,22 @@ using bench::memcpy_seconds;
 using bench::seconds_per_call;
 
 namespace {
+bool g_rows = false;  // --rows: print only the table rows
+struct Figure {
+  double seconds = 0, ref = 0;
+};
+Figure g_observer, g_lsq;
+
 // one figure next to its reference measured just before, as a ratio
 void row(const char* what, const Shape& shape, double seconds, double ref, const char* ref_name) {
+  if (g_rows) return;
   std::printf("  %-38s %-14s %9.1f us %9.1f us %7.2fx %s\n", what, shape.str().c_str(), seconds * 1e6,
               ref * 1e6, seconds / ref, ref_name);
 }
-void row(const char* what, const Shape& shape, double seconds, std::size_t bytes) {
-  row(what, shape, seconds, memcpy_seconds(bytes), "memcpy");
+double row(const char* what, const Shape& shape, double seconds, std::size_t bytes) {
+  const double ref = memcpy_seconds(bytes);
+  row(what, shape, seconds, ref, "memcpy");
+  return ref;
 }
 
 // Every quantization kernel of a QAT step on the current path (cpu::isa()).
@@ -46,7 +55,8 @@ void quant_kernels() {
   const QuantSpec wspec = QuantSpec::weight_per_channel(8), aspec = QuantSpec::activation_affine(8);
 
   MovingAverageMinMaxObserver wobs(wspec, Shape{256}), aobs(aspec), bobs(aspec);
-  row("observer per-channel (weights)", w_shape, seconds_per_call([&] { wobs.forward(w); }), wf);
+  g_observer.seconds = seconds_per_call([&] { wobs.forward(w); });
+  g_observer.ref = row("observer per-channel (weights)", w_shape, g_observer.seconds, wf);
   row("observer per-tensor (activations)", a_shape, seconds_per_call([&] { aobs.forward(a); }), af);
   const Tensor xb = Tensor::uniform(big, -3, 3, gen);
   row("observer per-tensor", big, seconds_per_call([&] { bobs.forward(xb); }), bf);
@@ -87,13 +97,14 @@ void quant_kernels() {
     s.requires_grad_(true);
     z.requires_grad_(true);
     const Tensor gb = Tensor::uniform(big, -1, 1, gen);
-    row("LSQ per-tensor fwd + 3 gradients", big, seconds_per_call([&] {
-          fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 1.0 / 1024).backward(gb);
-          x.zero_grad();
-          s.zero_grad();
-          z.zero_grad();
-        }),
-        t_fq_big, "fake quant fwd");
+    g_lsq = {seconds_per_call([&] {
+               fake_quantize_learnable_per_tensor_affine(x, s, z, -128, 127, 1.0 / 1024).backward(gb);
+               x.zero_grad();
+               s.zero_grad();
+               z.zero_grad();
+             }),
+             t_fq_big};
+    row("LSQ per-tensor fwd + 3 gradients", big, g_lsq.seconds, t_fq_big, "fake quant fwd");
     Tensor amax = Tensor::full(Shape{1}, 2.5f, DType::Float32);
     amax.requires_grad_(true);
     const double t_amax = seconds_per_call([&] {
@@ -111,8 +122,17 @@ void quant_kernels() {
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   set_num_threads(1);
+  g_rows = argc > 1 && std::strcmp(argv[1], "--rows") == 0;
+  if (g_rows) {  // the current path only
+    quant_kernels();
+    std::printf("ROW observer_per_channel %.2fx (%.0fus vs memcpy %.0fus)\n",
+                g_observer.seconds / g_observer.ref, g_observer.seconds * 1e6, g_observer.ref * 1e6);
+    std::printf("ROW lsq_vs_fq %.2fx (%.0fus vs fake quant %.0fus)\n", g_lsq.seconds / g_lsq.ref,
+                g_lsq.seconds * 1e6, g_lsq.ref * 1e6);
+    return 0;
+  }
   std::printf("  %-38s %-14s %12s %12s %8s\n", "kernel (1 thread)", "shape", "time", "reference",
               "ratio");
   std::vector<cpu::Isa> paths;
@@ -123,23 +143,6 @@ int main() {
     std::printf("%s\n", cpu::describe().c_str());
     quant_kernels();
   }
-
-  // int8 inference (u8 x s8 -> s32, requantized) next to our float GEMM of the same shape
-  const std::int64_t N = 64, K = 784, O = 256;
-  std::vector<std::uint8_t> xq(N * K, 3), yq(N * O);
-  std::vector<std::int8_t> wq8(O * K, 1);
-  std::vector<std::int32_t> sums(O, K), bias(O, 0);
-  std::vector<int8::Multiplier> mult(O, int8::quantize_multiplier(0.001));
-  const double t_int8 = seconds_per_call([&] {
-    int8::linear_u8s8(xq.data(), N, K, 128, wq8.data(), sums.data(), O, bias.data(),
-                      {mult.data(), 0, 0, 255}, yq.data());
-  });
-  std::vector<float> xf(N * K, 1.0f), wff(O * K, 1.0f), yf(N * O);
-  const double t_f32 = seconds_per_call([&] {
-    detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wff.data(), K, 0, yf.data(), O);
-  });
-  std::printf("%-40s %-14s %9.1f us %9.1f us %8.2fx  (reference: our float32 GEMM)\n",
-              "int8 linear (u8 x s8, requant)", "64x784 . 256", t_int8 * 1e6, t_f32 * 1e6,
-              t_int8 / t_f32);
+  std::printf("(int8 inference kernels: bench_int8)\n");
   return 0;
 }
