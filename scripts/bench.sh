@@ -10,3 +10,5 @@ for b in "$build"/bench/bench_*; do
 done
 echo "== train_vs_pytorch (EPOCHS=${EPOCHS:-1})"
 ./bench/train_vs_pytorch.sh "$build"
+echo "== cpu_table (issue 9's figures, AVX2 path and the best path)"
+./bench/cpu_table.sh "$build"
