@@ -264,11 +264,12 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
+      std::vector<std::uint8_t> hwc(C * H * W);
       for (std::int64_t i = i0; i < i1; ++i) {  // xi[(h + ph, w + pw, c)] = x[n, c, h, w]
         const std::uint8_t* src = px + (n0 + i) * C * H * W;
+        int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
         for (std::int64_t h = 0; h < H; ++h)
-          int8::kernels::transpose_u8(src + h * W, C, W, H * W,
-                                      xpad.data() + i * img + ((h + ph) * Wp + pw) * C, C);
+          std::memcpy(xpad.data() + i * img + ((h + ph) * Wp + pw) * C, hwc.data() + h * W * C, W * C);
         if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + i * img, img, xwide.data() + i * img);
       }
     });

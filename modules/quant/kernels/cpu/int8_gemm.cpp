@@ -46,6 +46,14 @@ void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp
 // t[2i] = lo(r[i], r[i + 8]), t[2i + 1] = hi(r[i], r[i + 8]) byte interleaves transpose them).
 void TransposeImpl(const std::uint8_t* __restrict src, std::int64_t rows, std::int64_t cols,
                    std::int64_t lds, std::uint8_t* __restrict dst, std::int64_t ldd) {
+  if (rows == 1) {
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * ldd] = src[c];
+    return;
+  }
+  if (cols == 1) {
+    for (std::int64_t r = 0; r < rows; ++r) dst[r] = src[r * lds];
+    return;
+  }
   std::int64_t r0 = 0;
 #if QAT_INT8_X86
   for (; r0 + 16 <= rows; r0 += 16) {
@@ -109,6 +117,14 @@ void MaxPoolImpl(const std::uint8_t* __restrict x, std::int64_t planes, std::int
           for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d, in + i * W + j));
           hn::StoreU(v, d, mr + j);
           if (j + N == used) break;
+        }
+        j = used;
+      } else if (hn::Lanes(d) == 16 && used >= 8) {  // two overlapping halves
+        const hn::CappedTag<std::uint8_t, 8> d8;
+        for (const std::int64_t at : {std::int64_t{0}, used - 8}) {
+          auto v = hn::LoadU(d8, in + at);
+          for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d8, in + i * W + at));
+          hn::StoreU(v, d8, mr + at);
         }
         j = used;
       }
