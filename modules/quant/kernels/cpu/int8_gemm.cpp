@@ -384,11 +384,11 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
       fill_rows(g, r, rows, rows_pad, s);
       for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
     }
-    for (std::int64_t b = b0; b < b1; b += kNB) {
-      const bool full = b + kNB <= b1;
-      for (std::int64_t t = 0; t < rows_pad; t += kMR) {
-        const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
-        if (full)
+    // a tile's rows stay in L1 while the weight blocks stream past them
+    for (std::int64_t t = 0; t < rows_pad; t += kMR) {
+      const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
+      for (std::int64_t b = b0; b < b1; b += kNB) {
+        if (b + kNB <= b1)
           tile<kNB>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
         else
           tile<1>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
