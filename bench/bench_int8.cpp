@@ -6,8 +6,12 @@
 //       convert) vs our fp32 model's inference on the same batch;
 //   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
 //       run as a subprocess; "skipped" when python3 or torch is missing).
-//   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers]
-//   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer)
+//   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers] [--rows]
+//   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer;
+//   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
+//     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
+//     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
+//     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)")
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -117,17 +121,65 @@ std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(
   return best;
 }
 
+// {int8 kernel s, float GEMM s} on x (N, K) . w^T (O, K), packing excluded
+std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O) {
+  Generator gen(3);
+  std::vector<std::uint8_t> xq(N * K), yq(N * O);
+  std::vector<std::int8_t> wq(O * K);
+  for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
+  for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
+  std::vector<std::int32_t> bias(O, 17);
+  std::vector<int8::Multiplier> mult(O, int8::quantize_multiplier(0.0007));
+  const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K);
+  const int8::Requant rq{mult.data(), 3, 3, 255};
+  const double t8 = seconds_per_call(
+      [&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, bias.data(), rq, yq.data(), O); });
+  std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
+  const double t32 = seconds_per_call([&] {
+    detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
+  });
+  return {t8, t32};
+}
+
+// --rows: the three machine-readable lines for the current path
+int print_rows(bool torch) {
+  const auto [l8, l32] = time_linear(64, 784, 256);
+  std::printf("ROW int8_linear %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n", l32 / l8,
+              cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
+  nn::ModulePtr q = int8_model([] { return cnn(false); }, Shape{32, 1, 28, 28});
+  nn::ModulePtr f = cnn(false);
+  f->eval();
+  Generator gen(4);
+  const Tensor x = Tensor::uniform(Shape{64, 1, 28, 28}, 0, 1, gen);
+  NoGradGuard ng;
+  const double t32 = seconds_per_call([&] { f->forward(x); });
+  const double t8 = seconds_per_call([&] { q->forward(x); });
+  std::printf("ROW int8_cnn_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", t32 / t8,
+              cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
+  std::string why = "--no-torch";
+  const auto rows = torch ? run_torch({64}, &why) : decltype(run_torch({64}, &why)){};
+  const auto it = rows.find({"cnn", 64});
+  if (it != rows.end())
+    std::printf("ROW int8_cnn_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %.2fms)\n",
+                it->second.int8 / t8, t8 * 1e3, it->second.engine.c_str(), it->second.int8 * 1e3);
+  else
+    std::printf("ROW int8_cnn_vs_torch skipped (%s)\n", why.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool torch = true, layers = false;
+  bool torch = true, layers = false, rows = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-torch") == 0) torch = false;
     if (std::strcmp(argv[i], "--layers") == 0) layers = true;
+    if (std::strcmp(argv[i], "--rows") == 0) rows = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
   set_num_threads(1);
+  if (rows) return print_rows(torch);
   std::vector<cpu::Isa> paths{cpu::Isa::AVX2};
   if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());
   if (cpu::best_isa() < cpu::Isa::AVX2) paths = {cpu::best_isa()};
@@ -142,21 +194,7 @@ int main(int argc, char** argv) {
     if (!only.empty()) break;
     cpu::IsaGuard guard(isa);
     for (const auto& [N, K, O] : shapes) {
-      Generator gen(3);
-      std::vector<std::uint8_t> xq(N * K), yq(N * O);
-      std::vector<std::int8_t> wq(O * K);
-      for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
-      for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
-      std::vector<std::int32_t> bias(O, 17);
-      std::vector<int8::Multiplier> mult(O, int8::quantize_multiplier(0.0007));
-      const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K);
-      const int8::Requant rq{mult.data(), 3, 3, 255};
-      const double t8 = seconds_per_call(
-          [&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, bias.data(), rq, yq.data(), O); });
-      std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
-      const double t32 = seconds_per_call([&] {
-        detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
-      });
+      const auto [t8, t32] = time_linear(N, K, O);
       const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " . " + std::to_string(O);
       std::printf("%-12s %-18s %9.1f us %9.1f us %9.2fx\n", cpu::isa_name(isa), shape.c_str(), t8 * 1e6,
                   t32 * 1e6, t32 / t8);

@@ -106,43 +106,57 @@ void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, 
 bool PackedWeights::usable() const { return format == static_cast<int>(kernels::pack_format()); }
 
 // quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
-// channel, k = 2 s + j; zero beyond O and K.
-PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K) {
-  QAT_REQUIRE(O > 0 && K > 0, "int8::pack_weights", "needs O, K > 0, got O ", O, ", K ", K);
+// channel, k = 2 s + j; zero beyond O and K. With pieces, k = p L + l sits at step
+// p piece_steps + l / kps.
+PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int64_t pieces,
+                                  std::int64_t L) {
+  QAT_REQUIRE(O > 0 && pieces > 0 && L > 0, "int8::pack_weights", "needs O, K > 0, got O ", O,
+              ", pieces ", pieces, ", K / pieces ", L);
   using namespace kernels;
   PackedWeights p;
   const PackFormat f = pack_format();
-  const std::int64_t kps = k_per_step(f), blocks = (O + kBlock - 1) / kBlock;
+  const std::int64_t kps = k_per_step(f), blocks = (O + kBlock - 1) / kBlock, K = pieces * L;
   p.O = O;
   p.K = K;
   p.format = static_cast<int>(f);
-  p.steps = (K + kps - 1) / kps;
+  p.pieces = pieces;
+  p.piece_steps = (L + kps - 1) / kps;
+  p.steps = pieces * p.piece_steps;
   p.data.assign(blocks * p.steps * kStepBytes, 0);
   p.sums.assign(O, 0);
   for (std::int64_t o = 0; o < O; ++o) {
     const std::int64_t b = o / kBlock, c = o % kBlock;
     for (std::int64_t k = 0; k < K; ++k) {
       const std::int8_t v = w[o * K + k];
+      const std::int64_t pc = k / L, l = k % L;
       p.sums[o] += v;
-      std::uint8_t* step = p.data.data() + (b * p.steps + k / kps) * kStepBytes;
+      std::uint8_t* step = p.data.data() + (b * p.steps + pc * p.piece_steps + l / kps) * kStepBytes;
       if (f == PackFormat::Quads) {
-        step[c * 4 + k % 4] = static_cast<std::uint8_t>(v);
+        step[c * 4 + l % 4] = static_cast<std::uint8_t>(v);
       } else {
         const auto v16 = static_cast<std::uint16_t>(static_cast<std::int16_t>(v));
-        std::memcpy(step + c * 4 + (k % 2) * 2, &v16, 2);
+        std::memcpy(step + c * 4 + (l % 2) * 2, &v16, 2);
       }
     }
   }
   return p;
 }
 
-void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
-                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
-                      std::uint8_t* y, std::int64_t ldy) {
+PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K) {
+  return pack_weights_pieces(w, O, 1, K);
+}
+
+int activation_bytes() { return kernels::pack_format() == kernels::PackFormat::Quads ? 1 : 2; }
+
+namespace {
+// The output-stage tables, then rows split over threads (or channel blocks when rows are few).
+void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* bias,
+              std::int32_t zx, const Requant& rq) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
               static_cast<int>(pack_format()), ": pack them again");
+  const std::int64_t M = a.M;
   if (M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
   // per padded channel: acc0 = bias - zx rowsum(w), m0, right = 31 - shift (pads: 0, 31)
@@ -156,13 +170,24 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
     right[o] = 31 - rq.multiplier[o].shift;
     vector_rq = vector_rq && right[o] >= 1 && right[o] <= 62;
   }
-  const GemmArgs a{x,           M,         w.K,          ldx,       w.data.data(), w.steps,       O,
-                   acc0.data(), m0.data(), right.data(), vector_rq, rq.multiplier, rq.zero_point, rq.lo,
-                   rq.hi,       y,         ldy};
+  a.K = w.K;
+  a.w = w.data.data();
+  a.steps = w.steps;
+  a.O = O;
+  a.acc0 = acc0.data();
+  a.m0 = m0.data();
+  a.right = right.data();
+  a.vector_rq = vector_rq;
+  a.mult = rq.multiplier;
+  a.zp = rq.zero_point;
+  a.lo = rq.lo;
+  a.hi = rq.hi;
+  a.pieces = w.pieces;
+  a.piece_steps = w.piece_steps;
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
   if (threads <= 1) {
-    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
+    std::vector<std::uint8_t> scratch(a.row_off ? 0 : scratch_bytes(w.steps));
     gemm_range(a, 0, M, 0, blocks, scratch.data());
     return;
   }
@@ -170,7 +195,7 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
   // on the split. Rows when there are enough of them, else channel blocks (in pairs).
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
+    std::vector<std::uint8_t> scratch(a.row_off ? 0 : scratch_bytes(w.steps));
 #ifdef _OPENMP
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
 #else
@@ -187,6 +212,34 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
       if (b0 < b1) gemm_range(a, 0, M, b0, b1, scratch.data());
     }
   }
+}
+}  // namespace
+
+void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
+                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
+                      std::uint8_t* y, std::int64_t ldy) {
+  QAT_REQUIRE(w.pieces == 1, "int8::gemm_u8s8_packed", "weights packed in ", w.pieces,
+              " pieces are for gemm_u8s8_implicit");
+  kernels::GemmArgs a{};
+  a.x = x;
+  a.M = M;
+  a.ldx = ldx;
+  a.y = y;
+  a.ldy = ldy;
+  run_gemm(a, w, bias, zx, rq);
+}
+
+void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
+                        const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
+                        const std::int32_t* bias, const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
+  kernels::GemmArgs a{};
+  a.x = x;
+  a.M = M;
+  a.row_off = row_off;
+  a.piece_off = piece_off;
+  a.y = y;
+  a.ldy = ldy;
+  run_gemm(a, w, bias, zx, rq);
 }
 
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,

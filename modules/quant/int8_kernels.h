@@ -37,6 +37,7 @@ std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::in
 /// per weight; it is not saved in checkpoints.
 struct PackedWeights {
   std::int64_t O = 0, K = 0, steps = 0;  ///< steps of 2 or 4 k values per 16-channel block
+  std::int64_t pieces = 1, piece_steps = 0;  ///< K = pieces runs of K / pieces, each padded
   int format = -1;                       ///< kernels::PackFormat
   std::vector<std::uint8_t> data;
   std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
@@ -45,6 +46,20 @@ struct PackedWeights {
 };
 /// Packs w (O, K) for the current CPU path.
 PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K);
+/// Packs w (O, pieces * L) for the implicit GEMM: each run of L k values padded to whole steps.
+PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int64_t pieces,
+                                  std::int64_t L);
+/// Bytes per activation element in the current path's format (1: u8 quads, 2: u16 pairs).
+int activation_bytes();
+
+/// Implicit GEMM (a convolution read in place): y row m (M rows, ldy apart) =
+/// requant(A_m . w^T - zx rowsum(w) + bias), where A_m is the concatenation of w.pieces runs of
+/// K / pieces activations, run p at x + row_off[m] + piece_off[p] bytes, stored as
+/// activation_bytes() per element (uint8, or uint16 widened). Up to 4 elements past a run's end
+/// are read (times zero weights): keep that many readable bytes after the last run.
+void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
+                        const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
+                        const std::int32_t* bias, const Requant& rq, std::uint8_t* y, std::int64_t ldy);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w) + bias), x
 /// uint8 with zero point zx, bias int32 (O) or null. Blocked GEMM on the packed weights with the

@@ -65,7 +65,7 @@ Tensor Dequantize::forward(const Tensor& x) {
   const std::uint8_t* p = x.data<std::uint8_t>();
   float* py = y.data<float>();
   const auto s = static_cast<float>(q.scale);
-  for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<float>(p[i] - q.zero_point) * s;
+  int8::kernels::dequantize_u8(p, x.numel(), s, q.zero_point, py);
   return y;
 }
 
@@ -136,9 +136,11 @@ bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Byte
 }  // namespace
 
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups,
-                                                                     bool channels_last) {
+                                                                     bool channels_last,
+                                                                     std::int64_t pieces) {
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
-                                   static_cast<std::int32_t>(groups), channels_last, fused_relu_};
+                                   static_cast<std::int32_t>(groups), channels_last, fused_relu_,
+                                   static_cast<std::int32_t>(pieces)};
   auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
   const std::initializer_list<Bytes> parts = {
       {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
@@ -166,7 +168,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     w = reordered.data();
   }
   for (std::int64_t g = 0; g < groups; ++g)
-    st->packed.push_back(int8::pack_weights(w + g * Og * K, Og, K));
+    st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
   st->requant = {st->multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
@@ -190,7 +192,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  const Prepared& st = prepared(1, false);
+  const Prepared& st = prepared(1, false, 1);
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
@@ -215,9 +217,11 @@ QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_sc
               weight_q.shape());
 }
 
-// Per group, for a chunk of images: the input channels-last (h, w, c), col (P, K) = one row per
-// output pixel with K ordered (kh, kw, Cg), padded with the input zero point (real 0), then
-// y^T (P, Og) = requant(col . W_g^T - zx rowsum(W_g) + bias), transposed into (Og, P).
+// Implicit GEMM per group, for a chunk of images: the input channels-last inside a border of
+// the input zero point (real 0), xp (n, Hp, Wp, C) (widened to uint16 on the int16-pairs paths),
+// then output pixel m = (n, oh, ow) reads its kernel window in place, one run per kernel row
+// (kw C contiguous elements when dw = 1 and there is one group; else one run of Cg per tap):
+// y^T (P, O) = requant(A . W_g^T - zx rowsum(W_g) + bias), transposed into (O, P) per image.
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
@@ -232,66 +236,55 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
                      Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
-  const std::int64_t K = Cg * kh * kw, P = Ho * Wo;
+  const std::int64_t P = Ho * Wo;
   const std::int32_t zx = input_quant().zero_point;
-  const auto pad = static_cast<std::uint8_t>(zx);
-  const Prepared& st = prepared(G, true);
+  const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
+  const std::int64_t pieces = runs ? kh : kh * kw;
+  const Prepared& st = prepared(G, true, pieces);
   Tensor y = Tensor::empty(Shape{N, O, Ho, Wo}, DType::UInt8);
   const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
-  // images per GEMM call: col of about 1 MiB
-  const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 20) / (P * K), 1, N);
-  const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * Cg;
-  // + 64: slack for the 16-byte copies below
-  std::vector<std::uint8_t> xpad(chunk * img + 64, pad), col(chunk * P * K + 64), yt(chunk * P * Og);
+  const std::int64_t eb = int8::activation_bytes();
+  const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
+  // images per chunk: padded input and output of about 256 KiB
+  const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
+  // + 64: the implicit GEMM reads a few elements past a run
+  std::vector<std::uint8_t> xpad(chunk * img + 64), yt(chunk * P * O);
+  std::vector<std::uint16_t> xwide(eb == 2 ? chunk * img + 32 : 0);
+  const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : xpad.data();
+  std::vector<std::int64_t> row_off(chunk * P), piece_off(pieces);
+  for (std::int64_t i = 0; i < chunk; ++i)
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow)
+        row_off[(i * Ho + oh) * Wo + ow] = (i * img + (oh * sh * Wp + ow * sw) * C) * eb;
+  for (std::int64_t r = 0; r < kh; ++r)
+    for (std::int64_t j = 0; j < (runs ? 1 : kw); ++j)
+      piece_off[runs ? r : r * kw + j] = (r * dh * Wp + j * dw) * C * eb;
+  std::memset(xpad.data(), zx, xpad.size());  // the borders; the interiors are overwritten
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
+    parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
+      std::vector<std::uint8_t> hwc(C * H * W);
+      for (std::int64_t i = i0; i < i1; ++i) {  // xi[(h + ph, w + pw, c)] = x[n, c, h, w]
+        const std::uint8_t* src = px + (n0 + i) * C * H * W;
+        int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
+        for (std::int64_t h = 0; h < H; ++h)
+          std::memcpy(xpad.data() + i * img + ((h + ph) * Wp + pw) * C, hwc.data() + h * W * C, W * C);
+        if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + i * img, img, xwide.data() + i * img);
+      }
+    });
+    if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + nc * img, 32, xwide.data() + nc * img);
     for (std::int64_t g = 0; g < G; ++g) {
-      parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) {
-          // the image channels-last inside a border of the zero point: xi[(h, w, c)]
-          std::uint8_t* xi = xpad.data() + i * img;
-          const std::uint8_t* src = px + ((n0 + i) * C + g * Cg) * H * W;
-          for (std::int64_t c = 0; c < Cg; ++c)
-            for (std::int64_t h = 0; h < H; ++h)
-              for (std::int64_t w = 0; w < W; ++w)
-                xi[((h + ph) * Wp + w + pw) * Cg + c] = src[(c * H + h) * W + w];
-          // col row p = (oh, ow): for each kernel row r, kw * Cg contiguous bytes (dw = 1), copied
-          // 16 bytes at a time; a copy may run past its piece into the next one, written after
-          // it, except at the image's last row (exact there: images are filled in parallel)
-          std::uint8_t* ci = col.data() + i * P * K;
-          const std::int64_t piece = dw == 1 ? kw * Cg : Cg, pieces = dw == 1 ? 1 : kw;
-          for (std::int64_t oh = 0; oh < Ho; ++oh)
-            for (std::int64_t ow = 0; ow < Wo; ++ow) {
-              std::uint8_t* row = ci + (oh * Wo + ow) * K;
-              const bool exact = oh * Wo + ow == P - 1;
-              for (std::int64_t r = 0; r < kh; ++r)
-                for (std::int64_t j = 0; j < pieces; ++j) {
-                  std::uint8_t* d = row + r * kw * Cg + j * piece;
-                  const std::uint8_t* s0 = xi + ((oh * sh + r * dh) * Wp + ow * sw + j * dw) * Cg;
-                  if (exact) {
-                    std::memcpy(d, s0, piece);
-                  } else {
-                    for (std::int64_t t = 0; t < piece; t += 16) std::memcpy(d + t, s0 + t, 16);
-                  }
-                }
-            }
-        }
-      });
       int8::Requant rq = st.requant;
       rq.multiplier = st.multipliers.data() + g * Og;
-      int8::gemm_u8s8_packed(col.data(), nc * P, K, zx, st.packed[g],
-                             bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq,
-                             yt.data(), Og);
-      parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const std::uint8_t* src = yt.data() + i * P * Og;
-          std::uint8_t* dst = py + ((n0 + i) * O + g * Og) * P;
-          for (std::int64_t o = 0; o < Og; ++o)
-            for (std::int64_t p = 0; p < P; ++p) dst[o * P + p] = src[p * Og + o];
-        }
-      });
+      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
+                               st.packed[g], bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr,
+                               rq, yt.data() + g * Og, O);
     }
+    parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        int8::kernels::transpose_u8(yt.data() + i * P * O, P, O, O, py + (n0 + i) * O * P, P);
+    });
   }
   y.set_quant_info(output_quant());
   return y;
@@ -316,15 +309,7 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
   const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
   if (p == Pair{0, 0}) {  // every window inside the image: no bounds checks
-    for (std::int64_t pl = 0; pl < planes; ++pl)
-      for (std::int64_t oh = 0; oh < Ho; ++oh)
-        for (std::int64_t ow = 0; ow < Wo; ++ow) {
-          const std::uint8_t* win = px + (pl * H + oh * s[0]) * W + ow * s[1];
-          std::uint8_t best = 0;
-          for (std::int64_t i = 0; i < k[0]; ++i)
-            for (std::int64_t j = 0; j < k[1]; ++j) best = std::max(best, win[i * W + j]);
-          py[(pl * Ho + oh) * Wo + ow] = best;
-        }
+    int8::kernels::max_pool_u8(px, planes, H, W, k[0], k[1], s[0], s[1], Ho, Wo, py);
     y.set_quant_info(x.quant_info());
     return y;
   }

@@ -12,6 +12,7 @@
 #include "common/isa.h"
 #include "framework/tensor/parallel.h"
 #include "modules/quant/int8_kernels.h"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
 #include "modules/quant/quantized_layers.h"
 
 using namespace qat;
@@ -181,10 +182,16 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
     Conv2dParams params;
     bool relu;
   };
-  const Case cases[] = {{2, 1, 28, 28, 16, 5, 1, {.padding = {2, 2}}, true},
-                        {3, 6, 9, 7, 8, 3, 2, {.stride = {2, 1}, .padding = {1, 2}, .groups = 2}, false},
-                        {1, 4, 8, 8, 5, 3, 1, {.padding = {2, 2}, .dilation = {2, 2}}, true},
-                        {2, 3, 5, 6, 33, 1, 1, {}, false}};
+  const Case cases[] = {
+      {2, 1, 28, 28, 16, 5, 1, {.padding = {2, 2}}, true},
+      {3, 16, 14, 14, 32, 5, 1, {.padding = {2, 2}}, false},
+      {3, 6, 9, 7, 8, 3, 2, {.stride = {2, 1}, .padding = {1, 2}, .groups = 2}, false},
+      {1, 4, 8, 8, 5, 3, 1, {.padding = {2, 2}, .dilation = {2, 2}}, true},
+      {2, 3, 5, 6, 33, 1, 1, {}, false},
+      {2, 17, 11, 13, 19, 3, 1, {.stride = {2, 2}, .padding = {1, 0}}, true},
+      {2, 9, 7, 9, 6, 3, 3, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 3}, false},
+      {2, 5, 6, 7, 3, 2, 1, {.dilation = {2, 1}}, false},
+      {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true}};  // several chunks of images
   std::mt19937 gen(11);
   for (const Case& cs : cases) {
     const std::int64_t Cg = cs.C / cs.groups, K = Cg * cs.k * cs.k;
@@ -245,12 +252,18 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
         x.data<std::uint8_t>()[i] =
             static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
       const U8 want = reference_conv();
+      const int threads = get_num_threads();
       for_each_isa([&](cpu::Isa) {
-        const Tensor y = layer.forward(x);
-        const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
-        BOOST_TEST(mismatches(got, want) == 0,
-                   "conv O " << cs.O << " groups " << cs.groups << " round " << round);
+        for (int t : {1, 3}) {
+          set_num_threads(t);
+          const Tensor y = layer.forward(x);
+          const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
+          BOOST_TEST(mismatches(got, want) == 0, "conv C " << cs.C << " O " << cs.O << " groups "
+                                                           << cs.groups << " round " << round
+                                                           << " threads " << t);
+        }
       });
+      set_num_threads(threads);
       // as a checkpoint load does: new values into the same buffer
       Tensor w2 = wq.clone();
       for (std::int64_t i = 0; i < w2.numel(); ++i)
@@ -259,6 +272,82 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       buffer.copy_(w2);
     }
   }
+}
+
+// QuantizedMaxPool2d (vectorised without padding) against plain loops: 2 x 2 stride 2 on even
+// and odd widths, overlapping and strided windows, more rows than one block, padding.
+BOOST_AUTO_TEST_CASE(max_pool_matches_reference) {
+  struct Case {
+    std::int64_t N, C, H, W;
+    Pool2dParams p;
+  };
+  const Case cases[] = {{64, 16, 28, 28, {}},
+                        {3, 5, 7, 9, {}},
+                        {2, 3, 33, 70, {}},
+                        {2, 3, 2, 2, {}},
+                        {2, 7, 9, 11, {.kernel = {3, 3}, .stride = {2, 2}}},
+                        {1, 70, 5, 40, {.kernel = {2, 2}, .stride = {1, 1}}},
+                        {2, 3, 8, 5, {.kernel = {1, 3}, .stride = {2, 1}}},
+                        {2, 3, 7, 7, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}}};
+  std::mt19937 gen(13);
+  for (const Case& cs : cases) {
+    Tensor x = Tensor::empty(Shape{cs.N, cs.C, cs.H, cs.W}, DType::UInt8);
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+    x.set_quant_info({0.1, 3});
+    const auto k = cs.p.kernel, pad = cs.p.padding;
+    const auto s = cs.p.stride == Pair{0, 0} ? k : cs.p.stride;
+    const std::int64_t Ho = (cs.H + 2 * pad[0] - k[0]) / s[0] + 1, Wo = (cs.W + 2 * pad[1] - k[1]) / s[1] + 1;
+    U8 want(cs.N * cs.C * Ho * Wo);
+    for (std::int64_t pl = 0; pl < cs.N * cs.C; ++pl)
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          int best = 0;
+          for (std::int64_t i = 0; i < k[0]; ++i)
+            for (std::int64_t j = 0; j < k[1]; ++j) {
+              const std::int64_t h = oh * s[0] - pad[0] + i, w = ow * s[1] - pad[1] + j;
+              if (h >= 0 && h < cs.H && w >= 0 && w < cs.W)
+                best = std::max<int>(best, x.data<std::uint8_t>()[(pl * cs.H + h) * cs.W + w]);
+            }
+          want[(pl * Ho + oh) * Wo + ow] = static_cast<std::uint8_t>(best);
+        }
+    QuantizedMaxPool2d pool(cs.p);
+    for_each_isa([&](cpu::Isa) {
+      const Tensor y = pool.forward(x);
+      BOOST_TEST(y.shape() == (Shape{cs.N, cs.C, Ho, Wo}));
+      const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
+      BOOST_TEST(mismatches(got, want) == 0, "pool " << x.shape() << " k " << k[0] << "x" << k[1]);
+    });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(transpose_and_dequantize_match_plain_loops) {
+  std::mt19937 gen(17);
+  for (const auto& [rows, cols] : {std::pair{1, 1}, {16, 16}, {17, 3}, {33, 31}, {784, 16}, {3, 1000}}) {
+    const std::int64_t lds = cols + 5, ldd = rows + 3;
+    U8 src(rows * lds);
+    for (auto& v : src) v = static_cast<std::uint8_t>(gen());
+    U8 want(cols * ldd, 0xEE);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) want[c * ldd + r] = src[r * lds + c];
+    for_each_isa([&](cpu::Isa) {
+      U8 got(cols * ldd, 0xEE);
+      int8::kernels::transpose_u8(src.data(), rows, cols, lds, got.data(), ldd);
+      BOOST_TEST(mismatches(got, want) == 0, "transpose " << rows << " x " << cols);
+    });
+  }
+  Tensor q = Tensor::empty(Shape{3, 1007}, DType::UInt8);
+  for (std::int64_t i = 0; i < q.numel(); ++i) q.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen());
+  q.set_quant_info({0.0371, 77});
+  std::vector<float> want(q.numel());
+  for (std::int64_t i = 0; i < q.numel(); ++i)
+    want[i] = static_cast<float>(q.data<std::uint8_t>()[i] - 77) * 0.0371f;
+  for_each_isa([&](cpu::Isa) {
+    const Tensor y = Dequantize().forward(q);
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < q.numel(); ++i) bad += y.data<float>()[i] != want[i];
+    BOOST_TEST(bad == 0);
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

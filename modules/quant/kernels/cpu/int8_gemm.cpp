@@ -42,6 +42,124 @@ void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp
   }
 }
 
+// dst[c ldd + r] = src[r lds + c]; x86: 16 x 16 blocks in SSE2 registers (four rounds of
+// t[2i] = lo(r[i], r[i + 8]), t[2i + 1] = hi(r[i], r[i + 8]) byte interleaves transpose them).
+void TransposeImpl(const std::uint8_t* __restrict src, std::int64_t rows, std::int64_t cols,
+                   std::int64_t lds, std::uint8_t* __restrict dst, std::int64_t ldd) {
+  if (rows == 1) {
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * ldd] = src[c];
+    return;
+  }
+  if (cols == 1) {
+    for (std::int64_t r = 0; r < rows; ++r) dst[r] = src[r * lds];
+    return;
+  }
+  std::int64_t r0 = 0;
+#if QAT_INT8_X86
+  for (; r0 + 16 <= rows; r0 += 16) {
+    std::int64_t c0 = 0;
+    for (; c0 + 16 <= cols; c0 += 16) {
+      __m128i v[16], t[16];
+      for (int i = 0; i < 16; ++i)
+        v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (r0 + i) * lds + c0));
+      for (int round = 0; round < 4; ++round) {
+        for (int i = 0; i < 8; ++i) {
+          t[2 * i] = _mm_unpacklo_epi8(v[i], v[i + 8]);
+          t[2 * i + 1] = _mm_unpackhi_epi8(v[i], v[i + 8]);
+        }
+        for (int i = 0; i < 16; ++i) v[i] = t[i];
+      }
+      for (int i = 0; i < 16; ++i)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c0 + i) * ldd + r0), v[i]);
+    }
+    for (std::int64_t c = c0; c < cols; ++c)
+      for (std::int64_t r = r0; r < r0 + 16; ++r) dst[c * ldd + r] = src[r * lds + c];
+  }
+#endif
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t r = r0; r < rows; ++r) dst[c * ldd + r] = src[r * lds + c];
+}
+
+void WidenImpl(const std::uint8_t* __restrict src, std::int64_t n, std::uint16_t* __restrict dst) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// y = scale (q - zp), exact in float (|q - zp| <= 255) then one rounding
+void DequantizeImpl(const std::uint8_t* __restrict q, std::int64_t n, float scale, std::int32_t zp,
+                    float* __restrict y) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<std::int32_t>(q[i]) - zp) * scale;
+}
+
+// Blocks of kPoolRows output rows (over all planes): the max over the kh input rows of each
+// into m (rows of `used` bytes; 16-byte vectors, the last one overlapping), then over kw
+// columns. 2 x 2 stride 2 with W = 2 Wo: m is pairs of adjacent bytes end to end, paired with
+// ConcatEven / ConcatOdd across row boundaries.
+void MaxPoolImpl(const std::uint8_t* __restrict x, std::int64_t planes, std::int64_t H, std::int64_t W,
+                 std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
+                 std::int64_t Wo, std::uint8_t* __restrict y, std::uint8_t* __restrict m) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const std::int64_t used = (Wo - 1) * sw + kw;  // input columns the windows cover
+  const std::int64_t rows = planes * Ho;
+  for (std::int64_t q0 = 0; q0 < rows; q0 += kPoolRows) {
+    const std::int64_t nb = rows - q0 < kPoolRows ? rows - q0 : kPoolRows;
+    for (std::int64_t q = q0; q < q0 + nb; ++q) {
+      const std::int64_t pl = q / Ho, oh = q % Ho;
+      const std::uint8_t* __restrict in = x + (pl * H + oh * sh) * W;
+      std::uint8_t* __restrict mr = m + (q - q0) * used;
+      std::int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+      const hn::CappedTag<std::uint8_t, 16> d;
+      constexpr std::int64_t N = 16;
+      if (hn::Lanes(d) == 16 && used >= N) {
+        for (;; j += N) {
+          if (j + N > used) j = used - N;  // the last vector overlaps the previous one
+          auto v = hn::LoadU(d, in + j);
+          for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d, in + i * W + j));
+          hn::StoreU(v, d, mr + j);
+          if (j + N == used) break;
+        }
+        j = used;
+      } else if (hn::Lanes(d) == 16 && used >= 8) {  // two overlapping halves
+        const hn::CappedTag<std::uint8_t, 8> d8;
+        for (const std::int64_t at : {std::int64_t{0}, used - 8}) {
+          auto v = hn::LoadU(d8, in + at);
+          for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d8, in + i * W + at));
+          hn::StoreU(v, d8, mr + at);
+        }
+        j = used;
+      }
+#endif
+      for (; j < used; ++j) {
+        std::uint8_t v = in[j];
+        for (std::int64_t i = 1; i < kh; ++i) v = v > in[i * W + j] ? v : in[i * W + j];
+        mr[j] = v;
+      }
+    }
+    std::uint8_t* __restrict out = y + q0 * Wo;
+    if (kw == 2 && sw == 2 && used == 2 * Wo) {
+      const std::int64_t n = nb * Wo;
+      std::int64_t o = 0;
+#if HWY_TARGET != HWY_SCALAR
+      const hn::ScalableTag<std::uint8_t> df;
+      const auto NF = static_cast<std::int64_t>(hn::Lanes(df));
+      for (; o + NF <= n; o += NF) {
+        const auto lo = hn::LoadU(df, m + 2 * o), hi = hn::LoadU(df, m + 2 * o + NF);
+        hn::StoreU(hn::Max(hn::ConcatEven(df, hi, lo), hn::ConcatOdd(df, hi, lo)), df, out + o);
+      }
+#endif
+      for (; o < n; ++o) out[o] = m[2 * o] > m[2 * o + 1] ? m[2 * o] : m[2 * o + 1];
+      continue;
+    }
+    for (std::int64_t q = 0; q < nb; ++q)
+      for (std::int64_t o = 0; o < Wo; ++o) {
+        const std::uint8_t* p = m + q * used + o * sw;
+        std::uint8_t best = p[0];
+        for (std::int64_t j = 1; j < kw; ++j) best = best > p[j] ? best : p[j];
+        out[q * Wo + o] = best;
+      }
+  }
+}
+
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
 // of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
 // up to rows_pad.
@@ -70,20 +188,24 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
                    void* scratch) {
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t stride = g.steps * 4;
+  const std::int64_t pieces = g.row_off ? g.pieces : 1, psteps = g.row_off ? g.piece_steps : g.steps;
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    fill_rows(g, r, rows, rows, s);
+    if (!g.row_off) fill_rows(g, r, rows, rows, s);
     for (std::int64_t b = b0; b < b1; ++b) {
-      const std::uint8_t* wb = g.w + b * g.steps * kStepBytes;
       for (std::int64_t i = 0; i < rows; ++i) {
         std::int32_t acc[kBlock];
         for (std::int64_t c = 0; c < kBlock; ++c) acc[c] = g.acc0[b * kBlock + c];
-        const std::uint8_t* a = s + i * stride;
-        for (std::int64_t st = 0; st < g.steps; ++st) {
-          const auto* ws = reinterpret_cast<const std::int8_t*>(wb + st * kStepBytes);
-          for (std::int64_t c = 0; c < kBlock; ++c)
-            for (std::int64_t j = 0; j < 4; ++j)
-              acc[c] += static_cast<std::int32_t>(a[st * 4 + j]) * ws[c * 4 + j];
+        const std::uint8_t* row = g.row_off ? g.x + g.row_off[r + i] : s + i * stride;
+        const std::uint8_t* ws = g.w + b * g.steps * kStepBytes;
+        for (std::int64_t p = 0; p < pieces; ++p) {
+          const std::uint8_t* a = row + (g.row_off ? g.piece_off[p] : 0);
+          for (std::int64_t st = 0; st < psteps; ++st, ws += kStepBytes) {
+            const auto* w8 = reinterpret_cast<const std::int8_t*>(ws);
+            for (std::int64_t c = 0; c < kBlock; ++c)
+              for (std::int64_t j = 0; j < 4; ++j)
+                acc[c] += static_cast<std::int32_t>(a[st * 4 + j]) * w8[c * 4 + j];
+          }
         }
         std::uint8_t* y = g.y + (r + i) * g.ldy;
         for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c)
@@ -98,7 +220,7 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
 #if HWY_TARGET == HWY_AVX2
 using Vec = __m256i;
 constexpr int kVecs = 2;  // vectors per block of 16 channels
-constexpr std::int64_t kMR = 4;
+constexpr std::int64_t kMR = 6;
 constexpr int kNB = 1;
 HWY_INLINE Vec load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 HWY_INLINE void store(void* p, Vec v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
@@ -193,10 +315,11 @@ HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
 
 constexpr std::int64_t kLanes = kBlock / kVecs;
 
-// One tile: rows [row, row + MR) of the scratch (stride `astride` bytes) times blocks b..b+NB-1.
+// One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps.
 template <int NB>
-HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* __restrict a, std::int64_t astride,
-                     std::int64_t b, std::int64_t row, std::int64_t rows_valid) {
+HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
+                     std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
+                     std::int64_t rows_valid) {
   constexpr int V = NB * kVecs;
   Vec acc[kMR][V];
   for (int v = 0; v < V; ++v) {
@@ -205,14 +328,19 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* __restrict a, std::i
   }
   const std::uint8_t* __restrict w = g.w + b * g.steps * kStepBytes;
   const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
-  for (std::int64_t s = 0; s < g.steps; ++s) {
-    Vec bv[V];
-    for (int j = 0; j < NB; ++j)
-      for (int u = 0; u < kVecs; ++u)
-        bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
-    for (int i = 0; i < kMR; ++i) {
-      const Vec av = bcast(a + i * astride + s * 4);
-      for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+  for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
+    const std::int64_t off = poff[p];
+    const std::uint8_t* a[kMR];
+    for (int i = 0; i < kMR; ++i) a[i] = ap[i] + off;
+    for (std::int64_t s = 0; s < psteps; ++s) {
+      Vec bv[V];
+      for (int j = 0; j < NB; ++j)
+        for (int u = 0; u < kVecs; ++u)
+          bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
+      for (int i = 0; i < kMR; ++i) {
+        const Vec av = bcast(a[i] + s * 4);
+        for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+      }
     }
   }
   // output stage
@@ -243,18 +371,27 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
   static_assert(kRowBlock % kMR == 0);
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t astride = g.steps * 4;
+  const std::int64_t zero = 0;
+  const std::int64_t* poff = g.row_off ? g.piece_off : &zero;
+  const std::int64_t pieces = g.row_off ? g.pieces : 1, psteps = g.row_off ? g.piece_steps : g.steps;
+  const std::uint8_t* ap[kRowBlock];
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     const std::int64_t rows_pad = (rows + kMR - 1) / kMR * kMR;
-    fill_rows(g, r, rows, rows_pad, s);
-    for (std::int64_t b = b0; b < b1; b += kNB) {
-      const bool full = b + kNB <= b1;
-      for (std::int64_t t = 0; t < rows_pad; t += kMR) {
-        const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
-        if (full)
-          tile<kNB>(g, s + t * astride, astride, b, r + t, valid);
+    if (g.row_off) {  // rows past the end repeat the last one (their outputs are not stored)
+      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = g.x + g.row_off[r + (i < rows ? i : rows - 1)];
+    } else {
+      fill_rows(g, r, rows, rows_pad, s);
+      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
+    }
+    // a tile's rows stay in L1 while the weight blocks stream past them
+    for (std::int64_t t = 0; t < rows_pad; t += kMR) {
+      const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
+      for (std::int64_t b = b0; b < b1; b += kNB) {
+        if (b + kNB <= b1)
+          tile<kNB>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
         else
-          tile<1>(g, s + t * astride, astride, b, r + t, valid);
+          tile<1>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
       }
     }
   }
@@ -265,11 +402,34 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <vector>
+
 namespace qat::quant::int8::kernels {
 
 HWY_EXPORT(PackFormatImpl);
 HWY_EXPORT(GemmRangeImpl);
 HWY_EXPORT(QuantizeImpl);
+HWY_EXPORT(TransposeImpl);
+HWY_EXPORT(WidenImpl);
+HWY_EXPORT(DequantizeImpl);
+HWY_EXPORT(MaxPoolImpl);
+
+void transpose_u8(const std::uint8_t* src, std::int64_t rows, std::int64_t cols, std::int64_t lds,
+                  std::uint8_t* dst, std::int64_t ldd) {
+  QAT_DISPATCH(TransposeImpl)(src, rows, cols, lds, dst, ldd);
+}
+void widen_u8_u16(const std::uint8_t* src, std::int64_t n, std::uint16_t* dst) {
+  QAT_DISPATCH(WidenImpl)(src, n, dst);
+}
+void dequantize_u8(const std::uint8_t* q, std::int64_t n, float scale, std::int32_t zp, float* y) {
+  QAT_DISPATCH(DequantizeImpl)(q, n, scale, zp, y);
+}
+void max_pool_u8(const std::uint8_t* x, std::int64_t planes, std::int64_t H, std::int64_t W,
+                 std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
+                 std::int64_t Wo, std::uint8_t* y) {
+  std::vector<std::uint8_t> m(kPoolRows * ((Wo - 1) * sw + kw));
+  QAT_DISPATCH(MaxPoolImpl)(x, planes, H, W, kh, kw, sh, sw, Ho, Wo, y, m.data());
+}
 
 void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
                  std::uint8_t* q) {

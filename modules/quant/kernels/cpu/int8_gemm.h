@@ -24,7 +24,7 @@ inline std::int64_t k_per_step(PackFormat f) { return f == PackFormat::Quads ? 4
 
 /// Everything one GEMM call needs, as raw pointers (no std:: types cross into per-target code).
 struct GemmArgs {
-  const std::uint8_t* x;  ///< (M, K) rows, stride ldx
+  const std::uint8_t* x;  ///< (M, K) rows, stride ldx (when row_off is null)
   std::int64_t M, K, ldx;
   const std::uint8_t* w;      ///< packed: blocks * steps * kStepBytes
   std::int64_t steps;         ///< per block
@@ -37,6 +37,13 @@ struct GemmArgs {
   std::int32_t zp, lo, hi;
   std::uint8_t* y;  ///< (M, O) rows, stride ldy
   std::int64_t ldy;
+  /// Implicit GEMM (a convolution read in place): row m of A is the concatenation of `pieces`
+  /// runs, piece p at x + row_off[m] + piece_off[p] bytes, each piece_steps steps of 4 bytes
+  /// already in the format the kernel reads (quads: u8; pairs: u16), the weights packed with the
+  /// same pieces (pack_weights_pieces). Null: rows of x (u8, K), copied / widened to a scratch.
+  const std::int64_t* row_off = nullptr;
+  const std::int64_t* piece_off = nullptr;
+  std::int64_t pieces = 1, piece_steps = 0;
 };
 
 /// Rows per scratch block (a multiple of every micro-kernel's row count).
@@ -47,6 +54,24 @@ inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps
 /// q[i] = clamp(nearbyint(x[i] inv) + zp, lo, hi) as uint8, in float (Quantize::forward).
 void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
                  std::uint8_t* q);
+
+/// dst[c ldd + r] = src[r lds + c] for r < rows, c < cols (bytes).
+void transpose_u8(const std::uint8_t* src, std::int64_t rows, std::int64_t cols, std::int64_t lds,
+                  std::uint8_t* dst, std::int64_t ldd);
+
+/// dst[i] = src[i] as uint16 (the pairs format's widened activations).
+void widen_u8_u16(const std::uint8_t* src, std::int64_t n, std::uint16_t* dst);
+
+/// y[i] = scale (q[i] - zp) (Dequantize::forward).
+void dequantize_u8(const std::uint8_t* q, std::int64_t n, float scale, std::int32_t zp, float* y);
+
+/// Output rows per block of max_pool_u8.
+constexpr std::int64_t kPoolRows = 64;
+/// Max pooling of `planes` (H, W) uint8 planes into (Ho, Wo), kernel (kh, kw), stride (sh, sw),
+/// every window inside the plane (no padding).
+void max_pool_u8(const std::uint8_t* x, std::int64_t planes, std::int64_t H, std::int64_t W,
+                 std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
+                 std::int64_t Wo, std::uint8_t* y);
 
 /// The packing format of the current path.
 PackFormat pack_format();
