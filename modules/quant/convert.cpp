@@ -183,12 +183,58 @@ struct Converter {
   }
 };
 
+// Whether a Flatten child flattens (N, ...) into (N, rest) (probed on a small tensor).
+bool flattens_to_rows(nn::Module& m) {
+  const Tensor y = m.forward(Tensor::zeros(Shape{1, 2, 3, 4}));
+  return y.shape() == Shape{1, 24};
+}
+
+// Channels-last activations inside the quantized region: in each Sequential, a QuantizedConv2d
+// followed by only QuantizedReLU / Identity / QuantizedMaxPool2d and then a QuantizedConv2d, or
+// a Flatten (to rows) and a QuantizedLinear, hands its output over as (N, H, W, C): the pools
+// in between and the consumer read that layout (the linear's weight columns are permuted when
+// packed). The outputs are the same values; only the transposes go.
+void link_layouts(nn::Module& parent) {
+  for (const auto& [name, child] : parent.named_children())
+    if (!child->named_children().empty()) link_layouts(*child);
+  if (!dynamic_cast<nn::Sequential*>(&parent)) return;
+  std::vector<nn::ModulePtr> kids;
+  for (const auto& [name, child] : parent.named_children()) kids.push_back(child);
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    auto conv = std::dynamic_pointer_cast<QuantizedConv2d>(kids[i]);
+    if (!conv) continue;
+    std::vector<std::shared_ptr<QuantizedMaxPool2d>> pools;
+    std::size_t j = i + 1;
+    for (; j < kids.size(); ++j) {
+      if (auto pool = std::dynamic_pointer_cast<QuantizedMaxPool2d>(kids[j]))
+        pools.push_back(pool);
+      else if (kids[j]->type_name() != "QuantizedReLU" && kids[j]->type_name() != "Identity")
+        break;
+    }
+    if (j == kids.size()) continue;
+    bool linked = false;
+    if (auto next = std::dynamic_pointer_cast<QuantizedConv2d>(kids[j])) {
+      next->set_layout(true, next->output_channels_last());
+      linked = true;
+    } else if (kids[j]->type_name() == "Flatten" && j + 1 < kids.size() && flattens_to_rows(*kids[j])) {
+      if (auto fc = std::dynamic_pointer_cast<QuantizedLinear>(kids[j + 1])) {
+        fc->set_input_channels_last(conv->weight().size(0));
+        linked = true;
+      }
+    }
+    if (!linked) continue;
+    conv->set_layout(conv->input_channels_last(), true);
+    for (const auto& pool : pools) pool->set_channels_last(true);
+  }
+}
+
 }  // namespace
 
 ConvertReport convert(nn::Module& model) {
   Converter c;
   c.walk(model, "", std::nullopt);
   for (const Swap& s : c.swaps) s.parent->replace_child(s.name, s.module);
+  link_layouts(model);
   model.eval();
   return c.report;
 }

@@ -160,8 +160,8 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* b
   if (M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
   // per padded channel: acc0 = bias - zx rowsum(w), m0, right = 31 - shift (pads: 0, 31)
-  std::vector<std::int32_t> acc0(Op, 0), m0(Op, 0), right(Op, 31);
-  bool vector_rq = true;
+  std::vector<std::int32_t> acc0(Op, 0), m0(Op, 0), right(Op, 31), half_hi(Op, 0), shift_hi(Op, 0);
+  bool vector_rq = true, hi_rq = true;
   for (std::int64_t o = 0; o < O; ++o) {
     acc0[o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bias ? bias[o] : 0) -
                                         static_cast<std::uint32_t>(zx) *
@@ -169,6 +169,11 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* b
     m0[o] = rq.multiplier[o].m0;
     right[o] = 31 - rq.multiplier[o].shift;
     vector_rq = vector_rq && right[o] >= 1 && right[o] <= 62;
+    hi_rq = hi_rq && right[o] >= 33 && right[o] <= 62 && m0[o] >= 0;
+    if (right[o] >= 33 && right[o] <= 62) {
+      half_hi[o] = std::int32_t{1} << (right[o] - 33);
+      shift_hi[o] = right[o] - 32;
+    }
   }
   a.K = w.K;
   a.w = w.data.data();
@@ -178,6 +183,9 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* b
   a.m0 = m0.data();
   a.right = right.data();
   a.vector_rq = vector_rq;
+  a.hi_rq = hi_rq;
+  a.half_hi = half_hi.data();
+  a.shift_hi = shift_hi.data();
   a.mult = rq.multiplier;
   a.zp = rq.zero_point;
   a.lo = rq.lo;

@@ -140,7 +140,8 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                                                                      std::int64_t pieces) {
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
                                    static_cast<std::int32_t>(groups), channels_last, fused_relu_,
-                                   static_cast<std::int32_t>(pieces)};
+                                   static_cast<std::int32_t>(pieces),
+                                   static_cast<std::int32_t>(hwc_channels_)};
   auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
   const std::initializer_list<Bytes> parts = {
       {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
@@ -165,6 +166,15 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     for (std::int64_t o = 0; o < O; ++o)
       for (std::int64_t c = 0; c < Cg; ++c)
         for (std::int64_t r = 0; r < khw; ++r) reordered[o * K + r * Cg + c] = w[o * K + c * khw + r];
+    w = reordered.data();
+  } else if (hwc_channels_ > 0 && weight_.dim() == 2) {  // columns (C, HW) -> (HW, C)
+    const std::int64_t C = hwc_channels_, HW = K / C;
+    QAT_REQUIRE(K % C == 0, type_name(), "in_features ", K, " is not a multiple of the ", C,
+                " channels of its channels-last input");
+    reordered.resize(O * K);
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t c = 0; c < C; ++c)
+        for (std::int64_t r = 0; r < HW; ++r) reordered[o * K + r * C + c] = w[o * K + c * HW + r];
     w = reordered.data();
   }
   for (std::int64_t g = 0; g < groups; ++g)
@@ -225,7 +235,8 @@ QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_sc
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
-  const std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const std::int64_t N = x.size(0), C = x.size(in_nhwc_ ? 3 : 1), H = x.size(in_nhwc_ ? 1 : 2),
+                     W = x.size(in_nhwc_ ? 2 : 3);
   const std::int64_t O = weight_.size(0), Cg = weight_.size(1), kh = weight_.size(2),
                      kw = weight_.size(3);
   const std::int64_t G = params_.groups, Og = O / G;
@@ -241,7 +252,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   const std::int64_t pieces = runs ? kh : kh * kw;
   const Prepared& st = prepared(G, true, pieces);
-  Tensor y = Tensor::empty(Shape{N, O, Ho, Wo}, DType::UInt8);
+  Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Ho, Wo, O} : Shape{N, O, Ho, Wo}, DType::UInt8);
   const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
   const std::int64_t eb = int8::activation_bytes();
@@ -249,7 +260,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   // images per chunk: padded input and output of about 256 KiB
   const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
   // + 64: the implicit GEMM reads a few elements past a run
-  std::vector<std::uint8_t> xpad(chunk * img + 64), yt(chunk * P * O);
+  std::vector<std::uint8_t> xpad(chunk * img + 64), yt(out_nhwc_ ? 0 : chunk * P * O);
   std::vector<std::uint16_t> xwide(eb == 2 ? chunk * img + 32 : 0);
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : xpad.data();
   std::vector<std::int64_t> row_off(chunk * P), piece_off(pieces);
@@ -264,23 +275,26 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
-      std::vector<std::uint8_t> hwc(C * H * W);
+      std::vector<std::uint8_t> hwc(in_nhwc_ ? 0 : C * H * W);
       for (std::int64_t i = i0; i < i1; ++i) {  // xi[(h + ph, w + pw, c)] = x[n, c, h, w]
         const std::uint8_t* src = px + (n0 + i) * C * H * W;
-        int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
+        if (!in_nhwc_) int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
+        const std::uint8_t* rows = in_nhwc_ ? src : hwc.data();
         for (std::int64_t h = 0; h < H; ++h)
-          std::memcpy(xpad.data() + i * img + ((h + ph) * Wp + pw) * C, hwc.data() + h * W * C, W * C);
+          std::memcpy(xpad.data() + i * img + ((h + ph) * Wp + pw) * C, rows + h * W * C, W * C);
         if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + i * img, img, xwide.data() + i * img);
       }
     });
     if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + nc * img, 32, xwide.data() + nc * img);
+    std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;
       rq.multiplier = st.multipliers.data() + g * Og;
       int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
                                st.packed[g], bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr,
-                               rq, yt.data() + g * Og, O);
+                               rq, yc + g * Og, O);
     }
+    if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
       for (std::int64_t i = i0; i < i1; ++i)
         int8::kernels::transpose_u8(yt.data() + i * P * O, P, O, O, py + (n0 + i) * O * P, P);
@@ -303,6 +317,15 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
               x.defined() ? x.str() : "an undefined tensor");
   const Pair k = params_.kernel, s = params_.stride == Pair{0, 0} ? params_.kernel : params_.stride;
   const Pair p = params_.padding;
+  if (nhwc_) {  // (N, H, W, C): per output pixel, the max of its window's C-byte vectors
+    const std::int64_t N = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+    const std::int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
+    Tensor y = Tensor::empty(Shape{N, Ho, Wo, C}, DType::UInt8);
+    int8::kernels::max_pool_nhwc_u8(x.data<std::uint8_t>(), N, H, W, C, k[0], k[1], s[0], s[1], p[0],
+                                    p[1], Ho, Wo, y.data<std::uint8_t>());
+    y.set_quant_info(x.quant_info());
+    return y;
+  }
   const std::int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
   const std::int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
   Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), Ho, Wo}, DType::UInt8);

@@ -63,6 +63,11 @@ class QuantizedWeightLayer : public nn::Module {
   struct Prepared;
   const Prepared& prepared(std::int64_t groups, bool channels_last, std::int64_t pieces);
 
+  /// QuantizedLinear: > 0 when its input is a flattened channels-last (N, H, W, C) activation
+  /// with C = hwc_channels_ (set by convert); the weight columns (C, H, W) are permuted into
+  /// (H, W, C) order when packed. A runtime layout choice, not part of the module's state.
+  std::int64_t hwc_channels_ = 0;
+
   Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
       output_range_;
   bool fused_relu_;
@@ -75,6 +80,9 @@ class QuantizedLinear : public QuantizedWeightLayer {
                   QuantInfo input, const ActivationQuant& output, bool fused_relu);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  /// Reads its input as a flattened channels-last activation of C channels (0: as given).
+  void set_input_channels_last(std::int64_t C) { hwc_channels_ = C; }
+  std::int64_t input_channels_last() const { return hwc_channels_; }
 };
 
 class QuantizedConv2d : public QuantizedWeightLayer {
@@ -84,9 +92,18 @@ class QuantizedConv2d : public QuantizedWeightLayer {
                   const Conv2dParams& params);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  /// Layouts inside the quantized region, chosen by convert (runtime settings, not state):
+  /// channels-last input (N, H, W, C) and / or output (N, Ho, Wo, O) instead of NCHW.
+  void set_layout(bool input_channels_last, bool output_channels_last) {
+    in_nhwc_ = input_channels_last;
+    out_nhwc_ = output_channels_last;
+  }
+  bool input_channels_last() const { return in_nhwc_; }
+  bool output_channels_last() const { return out_nhwc_; }
 
  private:
   Conv2dParams params_;
+  bool in_nhwc_ = false, out_nhwc_ = false;
 };
 
 /// Max pooling on quantized values (max commutes with the monotone dequantization).
@@ -95,9 +112,13 @@ class QuantizedMaxPool2d : public nn::Module {
   explicit QuantizedMaxPool2d(const Pool2dParams& params)
       : nn::Module("QuantizedMaxPool2d"), params_(params) {}
   Tensor forward(const Tensor& x) override;
+  /// Input and output channels-last (N, H, W, C) (set by convert between channels-last convs).
+  void set_channels_last(bool on) { nhwc_ = on; }
+  bool channels_last() const { return nhwc_; }
 
  private:
   Pool2dParams params_;
+  bool nhwc_ = false;
 };
 
 /// ReLU on quantized values: q = max(q, zero_point).

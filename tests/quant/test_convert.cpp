@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/errors.h"
+#include "common/isa.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/io/checkpoint.h"
@@ -174,6 +175,43 @@ BOOST_AUTO_TEST_CASE(cnn_with_folded_batch_norm_agrees) {
     double diff = 0;
     const double agree = agreement(*model, *q, x, &diff);
     BOOST_TEST(agree >= 0.995, (bn ? "cnn-bn" : "cnn") << " agreement " << agree);
+  }
+}
+
+// convert keeps conv -> relu -> pool -> conv -> relu -> flatten -> fc channels-last: the same
+// output bytes as the NCHW layers on every path (odd batch, BN folded or not).
+BOOST_AUTO_TEST_CASE(channels_last_region_is_bit_identical_to_nchw) {
+  for (bool bn : {false, true}) {
+    manual_seed(16);
+    QConfigRegistry reg;
+    nn::ModulePtr q = cnn(bn);
+    prepare_qat(*q, reg);
+    train(*q, Shape{16, 2, 8, 8}, 3, 17);
+    convert(*q);
+    auto conv1 = std::dynamic_pointer_cast<QuantizedConv2d>(q->child("conv1"));
+    auto conv2 = std::dynamic_pointer_cast<QuantizedConv2d>(q->child("conv2"));
+    auto pool = std::dynamic_pointer_cast<QuantizedMaxPool2d>(q->child("pool"));
+    auto fc = std::dynamic_pointer_cast<QuantizedLinear>(q->child("fc"));
+    BOOST_TEST((!conv1->input_channels_last() && conv1->output_channels_last()));
+    BOOST_TEST((conv2->input_channels_last() && conv2->output_channels_last()));
+    BOOST_TEST(pool->channels_last());
+    BOOST_TEST(fc->input_channels_last() == 8);
+    Generator gen(18);
+    const Tensor x = Tensor::uniform(Shape{37, 2, 8, 8}, 0, 1, gen);
+    NoGradGuard ng;
+    qat::test::for_each_isa([&](cpu::Isa) {
+      conv1->set_layout(false, true);
+      conv2->set_layout(true, true);
+      pool->set_channels_last(true);
+      fc->set_input_channels_last(8);
+      const auto fast = q->forward(x).to_vector<float>();
+      conv1->set_layout(false, false);
+      conv2->set_layout(false, false);
+      pool->set_channels_last(false);
+      fc->set_input_channels_last(0);
+      const auto plain = q->forward(x).to_vector<float>();
+      BOOST_TEST(fast == plain, tt::per_element());
+    });
   }
 }
 

@@ -33,7 +33,8 @@ struct Problem {
 };
 
 // kind 0: multipliers in [2^-20, 1); 1: shifts at the vector edges (-31, 30) and beyond (scalar
-// fallback: 31, 33, -32); 2: extreme operands (x 255, w -128 / 127) with a tiny multiplier.
+// fallback: 31, 33, -32); 2: extreme operands (x 255, w -128 / 127) with a tiny multiplier;
+// 3: every right shift in [33, 62] (the 32-bit output stage) with biases up to 2^30.
 Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, int kind, bool relu,
              std::uint32_t seed) {
   std::mt19937 gen(seed);
@@ -46,7 +47,7 @@ Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, in
     std::int32_t s = 0;
     for (std::int64_t k = 0; k < K; ++k) s += p.w[o * K + k];
     p.sums.push_back(s);
-    p.bias.push_back(uni(-100000, 100000));
+    p.bias.push_back(kind == 3 ? uni(-(1 << 30), 1 << 30) : uni(-100000, 100000));
     if (kind == 1) {
       const int shifts[] = {-31, -30, 30, 29, 0, -5, 31, 33, -32};
       const int shift = shifts[uni(0, 8)];
@@ -56,7 +57,7 @@ Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, in
            shift});
     } else {
       const double m = std::ldexp(0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(gen),
-                                  -uni(kind == 2 ? 20 : 1, 20));
+                                  kind == 3 ? -uni(3, 32) : -uni(kind == 2 ? 20 : 1, 20));
       p.mult.push_back(int8::quantize_multiplier(m));
     }
   }
@@ -69,6 +70,21 @@ U8 reference(const Problem& p) {
   U8 y(p.N * p.O);
   int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
                               p.rq, y.data());
+  return y;
+}
+
+// (N, A, B, C) -> (N, B, C, A) when to_last, else (N, B, C, A) -> (N, A, B, C) (dims of the
+// result given as the NCHW shape s): NCHW <-> NHWC, keeping the quantization.
+Tensor relayout(const Tensor& x, const Shape& s, bool to_last) {
+  const std::int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  Tensor y = Tensor::empty(to_last ? Shape{N, s[2], s[3], C} : s, DType::UInt8);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t r = 0; r < HW; ++r) {
+        const std::int64_t a = (n * C + c) * HW + r, b = (n * HW + r) * C + c;
+        y.data<std::uint8_t>()[to_last ? b : a] = x.data<std::uint8_t>()[to_last ? a : b];
+      }
+  y.set_quant_info(x.quant_info());
   return y;
 }
 
@@ -100,7 +116,7 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
   std::uint32_t seed = 1;
   for (const auto& s : sizes)
     for (const std::int32_t zx : {0, 128, 255})
-      for (int kind = 0; kind < 3; ++kind) {
+      for (int kind = 0; kind < 4; ++kind) {
         const bool relu = (seed % 2) == 0;
         const Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
         const U8 want = reference(p);
@@ -261,6 +277,16 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
           BOOST_TEST(mismatches(got, want) == 0, "conv C " << cs.C << " O " << cs.O << " groups "
                                                            << cs.groups << " round " << round
                                                            << " threads " << t);
+          // channels-last input and / or output (convert's layouts): the same bytes
+          const Tensor xl = relayout(x, x.shape(), true);
+          for (const auto [li, lo] : {std::pair{true, false}, {false, true}, {true, true}}) {
+            layer.set_layout(li, lo);
+            Tensor yl = layer.forward(li ? xl : x);
+            if (lo) yl = relayout(yl, y.shape(), false);
+            layer.set_layout(false, false);
+            const U8 gl(yl.data<std::uint8_t>(), yl.data<std::uint8_t>() + yl.numel());
+            BOOST_TEST(mismatches(gl, want) == 0, "conv C " << cs.C << " layout " << li << lo);
+          }
         }
       });
       set_num_threads(threads);
@@ -317,6 +343,11 @@ BOOST_AUTO_TEST_CASE(max_pool_matches_reference) {
       BOOST_TEST(y.shape() == (Shape{cs.N, cs.C, Ho, Wo}));
       const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
       BOOST_TEST(mismatches(got, want) == 0, "pool " << x.shape() << " k " << k[0] << "x" << k[1]);
+      QuantizedMaxPool2d last(cs.p);  // channels-last
+      last.set_channels_last(true);
+      const Tensor yl = relayout(last.forward(relayout(x, x.shape(), true)), y.shape(), false);
+      const U8 gl(yl.data<std::uint8_t>(), yl.data<std::uint8_t>() + yl.numel());
+      BOOST_TEST(mismatches(gl, want) == 0, "channels-last pool " << x.shape());
     });
   }
 }

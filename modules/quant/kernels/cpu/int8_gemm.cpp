@@ -3,6 +3,10 @@
 // bias - zx rowsum(w), and the output stage requantizes them in registers:
 //   y = clamp(zp + round(acc m0 2^(shift - 31)), lo, hi), rounded once, ties away from zero,
 // with 64-bit products on even / odd lanes, bit-identical to multiply_by_quantized_multiplier.
+// When every right = 31 - shift is in [33, 62] (real multipliers below 1/4), in 32-bit lanes:
+//   round(acc m0 2^-r) = sign(acc) floor((|acc| m0 + 2^(r-1)) / 2^r)   (ties away from zero)
+//                      = sign(acc) ((floor(|acc| m0 / 2^32) + 2^(r-33)) >> (r - 32))
+// exact because 2^(r-1) is a multiple of 2^32; |acc| m0 < 2^62 so every term fits 32 bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_gemm.cpp"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
@@ -160,6 +164,48 @@ void MaxPoolImpl(const std::uint8_t* __restrict x, std::int64_t planes, std::int
   }
 }
 
+// y[n, oh, ow, :] = max over the window's taps inside the image of x[n, h, w, :]: C-byte rows,
+// in 16-byte vectors (the last one overlapping) when C >= 16 and the window is inside.
+void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int64_t H, std::int64_t W,
+                     std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                     std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo,
+                     std::uint8_t* __restrict y) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow) {
+        std::uint8_t* __restrict out = y + ((n * Ho + oh) * Wo + ow) * C;
+        const std::int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
+        const bool inside = h0 >= 0 && h0 + kh <= H && w0 >= 0 && w0 + kw <= W;
+#if HWY_TARGET != HWY_SCALAR
+        const hn::CappedTag<std::uint8_t, 16> d;
+        if (inside && hn::Lanes(d) == 16 && C >= 16) {
+          const std::uint8_t* in = x + ((n * H + h0) * W + w0) * C;
+          for (std::int64_t c = 0;; c += 16) {
+            if (c + 16 > C) c = C - 16;
+            auto v = hn::LoadU(d, in + c);
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j) v = hn::Max(v, hn::LoadU(d, in + (i * W + j) * C + c));
+            hn::StoreU(v, d, out + c);
+            if (c + 16 == C) break;
+          }
+          continue;
+        }
+#endif
+        for (std::int64_t c = 0; c < C; ++c) out[c] = 0;
+        for (std::int64_t i = 0; i < kh; ++i) {
+          const std::int64_t h = h0 + i;
+          if (h < 0 || h >= H) continue;
+          for (std::int64_t j = 0; j < kw; ++j) {
+            const std::int64_t w = w0 + j;
+            if (w < 0 || w >= W) continue;
+            const std::uint8_t* __restrict in = x + ((n * H + h) * W + w) * C;
+            for (std::int64_t c = 0; c < C; ++c) out[c] = out[c] > in[c] ? out[c] : in[c];
+          }
+        }
+      }
+}
+
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
 // of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
 // up to rows_pad.
@@ -252,6 +298,16 @@ HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp,
   const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
   return _mm256_add_epi32(_mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA), zp);
 }
+// right >= 33 (see hi_requant below)
+HWY_INLINE Vec requant_hi(Vec acc, const std::int32_t* m0p, const std::int32_t* hp,
+                          const std::int32_t* sp, Vec lo, Vec hi, Vec zp) {
+  const Vec m0 = load(m0p), a = _mm256_abs_epi32(acc);  // |INT32_MIN| reads as 2^31 unsigned
+  const Vec pe = _mm256_mul_epu32(a, m0);
+  const Vec po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m0, 32));
+  const Vec h = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);  // floor(|p| / 2^32)
+  const Vec v = _mm256_sign_epi32(_mm256_srlv_epi32(_mm256_add_epi32(h, load(hp)), load(sp)), acc);
+  return _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), zp);
+}
 HWY_INLINE Vec set64(std::int64_t v) { return _mm256_set1_epi64x(v); }
 HWY_INLINE Vec set32(std::int32_t v) { return _mm256_set1_epi32(v); }
 // 16 int32 in [0, 255] (two vectors) -> 16 bytes
@@ -302,6 +358,17 @@ HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp,
   const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
   return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, qe, _mm512_slli_epi64(qo, 32)), zp);
 }
+HWY_INLINE Vec requant_hi(Vec acc, const std::int32_t* m0p, const std::int32_t* hp,
+                          const std::int32_t* sp, Vec lo, Vec hi, Vec zp) {
+  const Vec m0 = load(m0p), a = _mm512_abs_epi32(acc);
+  const Vec pe = _mm512_mul_epu32(a, m0);
+  const Vec po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(m0, 32));
+  const Vec h = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+  Vec v = _mm512_srlv_epi32(_mm512_add_epi32(h, load(hp)), load(sp));
+  const Vec zero = _mm512_setzero_si512();
+  v = _mm512_mask_sub_epi32(v, _mm512_cmplt_epi32_mask(acc, zero), zero, v);
+  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi), zp);
+}
 HWY_INLINE Vec set64(std::int64_t v) { return _mm512_set1_epi64(v); }
 HWY_INLINE Vec set32(std::int32_t v) { return _mm512_set1_epi32(v); }
 HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
@@ -346,7 +413,17 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   // output stage
   for (int j = 0; j < NB; ++j) {
     const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
-    if (g.vector_rq) {
+    if (g.hi_rq) {
+      const Vec lo = set32(g.lo - g.zp), hi = set32(g.hi - g.zp), zp = set32(g.zp);
+      for (std::int64_t i = 0; i < rows_valid; ++i) {
+        Vec out[kVecs];
+        for (int u = 0; u < kVecs; ++u) {
+          const std::int64_t c = c0 + u * kLanes;
+          out[u] = requant_hi(acc[i][j * kVecs + u], g.m0 + c, g.half_hi + c, g.shift_hi + c, lo, hi, zp);
+        }
+        store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
+      }
+    } else if (g.vector_rq) {
       const Vec lo = set64(g.lo - g.zp), hi = set64(g.hi - g.zp), zp = set32(g.zp);
       for (std::int64_t i = 0; i < rows_valid; ++i) {
         Vec out[kVecs];
@@ -413,6 +490,13 @@ HWY_EXPORT(TransposeImpl);
 HWY_EXPORT(WidenImpl);
 HWY_EXPORT(DequantizeImpl);
 HWY_EXPORT(MaxPoolImpl);
+HWY_EXPORT(MaxPoolNhwcImpl);
+
+void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
+                      std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo, std::uint8_t* y) {
+  QAT_DISPATCH(MaxPoolNhwcImpl)(x, N, H, W, C, kh, kw, sh, sw, ph, pw, Ho, Wo, y);
+}
 
 void transpose_u8(const std::uint8_t* src, std::int64_t rows, std::int64_t cols, std::int64_t lds,
                   std::uint8_t* dst, std::int64_t ldd) {

@@ -33,6 +33,11 @@ struct GemmArgs {
   const std::int32_t* m0;     ///< per padded channel, the fixed-point multiplier
   const std::int32_t* right;  ///< per padded channel, 31 - shift (in [1, 62] when vector_rq)
   bool vector_rq;             ///< all channels fit the vector requantization
+  /// All channels have right in [33, 62]: the 32-bit output stage (half_hi = 2^(right - 33),
+  /// shift_hi = right - 32 per padded channel) is exact.
+  bool hi_rq = false;
+  const std::int32_t* half_hi = nullptr;
+  const std::int32_t* shift_hi = nullptr;
   const Multiplier* mult;     ///< per real channel (scalar output stage otherwise)
   std::int32_t zp, lo, hi;
   std::uint8_t* y;  ///< (M, O) rows, stride ldy
@@ -72,6 +77,12 @@ constexpr std::int64_t kPoolRows = 64;
 void max_pool_u8(const std::uint8_t* x, std::int64_t planes, std::int64_t H, std::int64_t W,
                  std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
                  std::int64_t Wo, std::uint8_t* y);
+
+/// Max pooling of (N, H, W, C) uint8 into (N, Ho, Wo, C), kernel (kh, kw), stride (sh, sw),
+/// padding (ph, pw) (padded taps are skipped).
+void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
+                      std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo, std::uint8_t* y);
 
 /// The packing format of the current path.
 PackFormat pack_format();
