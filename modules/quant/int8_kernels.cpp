@@ -150,8 +150,8 @@ int activation_bytes() { return kernels::pack_format() == kernels::PackFormat::Q
 
 namespace {
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
-void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* bias,
-              std::int32_t zx, const Requant& rq) {
+void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* bias, std::int32_t zx,
+              const Requant& rq) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",

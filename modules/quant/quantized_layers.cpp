@@ -139,7 +139,9 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                                                                      bool channels_last,
                                                                      std::int64_t pieces) {
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
-                                   static_cast<std::int32_t>(groups), channels_last, fused_relu_,
+                                   static_cast<std::int32_t>(groups),
+                                   channels_last,
+                                   fused_relu_,
                                    static_cast<std::int32_t>(pieces),
                                    static_cast<std::int32_t>(hwc_channels_)};
   auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
@@ -231,7 +233,9 @@ QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_sc
 // the input zero point (real 0), xp (n, Hp, Wp, C) (widened to uint16 on the int16-pairs paths),
 // then output pixel m = (n, oh, ow) reads its kernel window in place, one run per kernel row
 // (kw C contiguous elements when dw = 1 and there is one group; else one run of Cg per tap):
-// y^T (P, O) = requant(A . W_g^T - zx rowsum(W_g) + bias), transposed into (O, P) per image.
+// y^T (P, O) = requant(A . W_g^T - zx rowsum(W_g) + bias), transposed into (O, P) per image
+// (kept as is when convert chose a channels-last output; a channels-last input skips the
+// transpose in).
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
@@ -258,7 +262,8 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int64_t eb = int8::activation_bytes();
   const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
   // images per chunk: padded input and output of about 256 KiB
-  const std::int64_t chunk = std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
+  const std::int64_t chunk =
+      std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
   // + 64: the implicit GEMM reads a few elements past a run
   std::vector<std::uint8_t> xpad(chunk * img + 64), yt(out_nhwc_ ? 0 : chunk * P * O);
   std::vector<std::uint16_t> xwide(eb == 2 ? chunk * img + 32 : 0);
@@ -290,9 +295,9 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;
       rq.multiplier = st.multipliers.data() + g * Og;
-      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
-                               st.packed[g], bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr,
-                               rq, yc + g * Og, O);
+      int8::gemm_u8s8_implicit(
+          base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx, st.packed[g],
+          bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq, yc + g * Og, O);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

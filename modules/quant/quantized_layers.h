@@ -57,9 +57,9 @@ class QuantizedWeightLayer : public nn::Module {
   void check_input(const Tensor& x) const;
 
   /// The weights packed for the GEMM micro-kernel (one per group; a conv's K ordered (kh, kw,
-  /// C/groups), in `pieces` runs for the implicit GEMM) and the output stage, for the current buffers and CPU path: built at the first
-  /// forward and again whenever the buffers (a loaded checkpoint) or the CPU path changed. Not
-  /// part of the module's state.
+  /// C/groups), in `pieces` runs for the implicit GEMM) and the output stage, for the current buffers
+  /// and CPU path: built at the first forward and again whenever the buffers (a loaded checkpoint) or
+  /// the CPU path changed. Not part of the module's state.
   struct Prepared;
   const Prepared& prepared(std::int64_t groups, bool channels_last, std::int64_t pieces);
 

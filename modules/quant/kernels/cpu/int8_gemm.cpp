@@ -91,7 +91,8 @@ void WidenImpl(const std::uint8_t* __restrict src, std::int64_t n, std::uint16_t
 // y = scale (q - zp), exact in float (|q - zp| <= 255) then one rounding
 void DequantizeImpl(const std::uint8_t* __restrict q, std::int64_t n, float scale, std::int32_t zp,
                     float* __restrict y) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<std::int32_t>(q[i]) - zp) * scale;
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(static_cast<std::int32_t>(q[i]) - zp) * scale;
 }
 
 // Blocks of kPoolRows output rows (over all planes): the max over the kh input rows of each
@@ -185,7 +186,8 @@ void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int6
             if (c + 16 > C) c = C - 16;
             auto v = hn::LoadU(d, in + c);
             for (std::int64_t i = 0; i < kh; ++i)
-              for (std::int64_t j = 0; j < kw; ++j) v = hn::Max(v, hn::LoadU(d, in + (i * W + j) * C + c));
+              for (std::int64_t j = 0; j < kw; ++j)
+                v = hn::Max(v, hn::LoadU(d, in + (i * W + j) * C + c));
             hn::StoreU(v, d, out + c);
             if (c + 16 == C) break;
           }
@@ -419,7 +421,8 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
         Vec out[kVecs];
         for (int u = 0; u < kVecs; ++u) {
           const std::int64_t c = c0 + u * kLanes;
-          out[u] = requant_hi(acc[i][j * kVecs + u], g.m0 + c, g.half_hi + c, g.shift_hi + c, lo, hi, zp);
+          out[u] =
+              requant_hi(acc[i][j * kVecs + u], g.m0 + c, g.half_hi + c, g.shift_hi + c, lo, hi, zp);
         }
         store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
       }
@@ -494,7 +497,8 @@ HWY_EXPORT(MaxPoolNhwcImpl);
 
 void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
                       std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
-                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo, std::uint8_t* y) {
+                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo,
+                      std::uint8_t* y) {
   QAT_DISPATCH(MaxPoolNhwcImpl)(x, N, H, W, C, kh, kw, sh, sw, ph, pw, Ho, Wo, y);
 }
 

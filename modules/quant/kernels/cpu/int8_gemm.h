@@ -38,7 +38,7 @@ struct GemmArgs {
   bool hi_rq = false;
   const std::int32_t* half_hi = nullptr;
   const std::int32_t* shift_hi = nullptr;
-  const Multiplier* mult;     ///< per real channel (scalar output stage otherwise)
+  const Multiplier* mult;  ///< per real channel (scalar output stage otherwise)
   std::int32_t zp, lo, hi;
   std::uint8_t* y;  ///< (M, O) rows, stride ldy
   std::int64_t ldy;
@@ -82,7 +82,8 @@ void max_pool_u8(const std::uint8_t* x, std::int64_t planes, std::int64_t H, std
 /// padding (ph, pw) (padded taps are skipped).
 void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
                       std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
-                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo, std::uint8_t* y);
+                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo,
+                      std::uint8_t* y);
 
 /// The packing format of the current path.
 PackFormat pack_format();
