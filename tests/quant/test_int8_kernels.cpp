@@ -279,7 +279,7 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
                                                            << " threads " << t);
           // channels-last input and / or output (convert's layouts): the same bytes
           const Tensor xl = relayout(x, x.shape(), true);
-          for (const auto [li, lo] : {std::pair{true, false}, {false, true}, {true, true}}) {
+          for (const auto& [li, lo] : {std::pair{true, false}, {false, true}, {true, true}}) {
             layer.set_layout(li, lo);
             Tensor yl = layer.forward(li ? xl : x);
             if (lo) yl = relayout(yl, y.shape(), false);

@@ -177,8 +177,8 @@ void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int6
       for (std::int64_t ow = 0; ow < Wo; ++ow) {
         std::uint8_t* __restrict out = y + ((n * Ho + oh) * Wo + ow) * C;
         const std::int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
-        const bool inside = h0 >= 0 && h0 + kh <= H && w0 >= 0 && w0 + kw <= W;
 #if HWY_TARGET != HWY_SCALAR
+        const bool inside = h0 >= 0 && h0 + kh <= H && w0 >= 0 && w0 + kw <= W;
         const hn::CappedTag<std::uint8_t, 16> d;
         if (inside && hn::Lanes(d) == 16 && C >= 16) {
           const std::uint8_t* in = x + ((n * H + h0) * W + w0) * C;
