@@ -68,7 +68,8 @@ F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::u
 }
 
 bool same_bits(const F& a, const F& b) {
-  return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 /// Bitwise, NaN matching any NaN.
