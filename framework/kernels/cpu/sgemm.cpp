@@ -430,7 +430,7 @@ void SgemmRun(const SgemmArgs& g) {
   if (K == 0 || alpha == 0.0f) return scale_c(M, N, beta, C, ldc);
   if (beta != 0.0f) scale_c(M, N, beta, C, ldc);  // then every k block accumulates
   PackBuffers& bufs = buffers();
-  const bool parallel = get_num_threads() > 1 && M * N * K > (1 << 21);
+  const bool parallel = get_num_threads() > 1 && M * N * K > (1 << 21) && !in_parallel();
   const int layout = g.a_row ? kGather : g.trans_a ? kPacked : kRows;
   const bool gather_b = g.b_col != nullptr;
   const i64 k_blocks = (K + KC - 1) / KC, kb = (K + k_blocks - 1) / k_blocks;  // even k blocks
