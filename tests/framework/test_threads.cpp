@@ -77,3 +77,42 @@ BOOST_AUTO_TEST_CASE(cnn_training_bit_identical_across_thread_counts) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(threads_ops)
+
+// Broadcast arithmetic split over threads at element granularity (rows cut anywhere): the
+// same bits as one thread, which match the scalar formula.
+BOOST_AUTO_TEST_CASE(broadcast_binary_bit_identical_across_thread_counts) {
+  Generator gen(8);
+  Tensor a = Tensor::normal(Shape{7, 13, 31, 29}, 0, 1, gen);
+  Tensor c = Tensor::uniform(Shape{1, 13, 1, 1}, 0.5, 1.5, gen);
+  Tensor w = Tensor::normal(Shape{29}, 0, 1, gen);
+  auto run = [&](int threads) {
+    const int saved = get_num_threads();
+    set_num_threads(threads);
+    std::vector<float> out = div(a, c).to_vector<float>();
+    for (const Tensor& t : {add(a, w), mul(c, a), neg(a)}) {
+      const auto v = t.to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    set_num_threads(saved);
+    return out;
+  };
+  const std::vector<float> one = run(1);
+  const auto va = a.to_vector<float>(), vc = c.to_vector<float>(), vw = w.to_vector<float>();
+  const std::size_t n = va.size(), plane = 31 * 29;
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float ci = vc[(i / plane) % 13];
+    ok = ok && one[i] == va[i] / ci && one[n + i] == va[i] + vw[i % 29] && one[2 * n + i] == ci * va[i] &&
+         one[3 * n + i] == -va[i];
+  }
+  BOOST_TEST(ok);
+  for (int t : {2, 3}) {
+    BOOST_TEST_INFO("threads " << t);
+    const std::vector<float> other = run(t);
+    BOOST_TEST(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

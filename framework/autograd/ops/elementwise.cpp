@@ -2,6 +2,7 @@
 // runs over merged contiguous dimensions with unit or zero strides).
 #include "framework/kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -11,10 +12,13 @@
 #include "framework/autograd/ops/pointwise.h"
 #include "framework/kernels/cpu/reduce.h"
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
 
 namespace qat {
 namespace detail {
 namespace {
+
+constexpr std::int64_t kParallelMin = 1 << 16;  // elements below which threads cost more than they save
 
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
   require_float(a, fn, "a");
@@ -36,13 +40,20 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, kernels:
     const BroadcastPlan p = BroadcastPlan::make(out_shape, a.shape(), b.shape(), true);
     const int r = p.rank;
     const std::int64_t n = p.size[r - 1], ia = p.sa[r - 1], ib = p.sb[r - 1];
-    std::array<std::int64_t, Shape::kMaxDims> idx{};
-    for (std::int64_t base = 0, total = out.numel(); base < total; base += n) {
-      std::int64_t oa = 0, ob = 0;
-      for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
-      kernels::binary(op, pa + oa, ia, pb + ob, ib, po + base, n);
-      for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
-    }
+    // elements [begin, end), each computed alone: any split over threads gives the same bits
+    parallel_for(out.numel(), kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+      std::array<std::int64_t, Shape::kMaxDims> idx{};
+      std::int64_t row = begin / n, at = begin % n;  // position in the rows of n elements
+      for (int d = r - 2; d >= 0; --d) idx[d] = row % p.size[d], row /= p.size[d];
+      for (std::int64_t base = begin; base < end;) {
+        std::int64_t oa = 0, ob = 0;
+        for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
+        const std::int64_t len = std::min(n - at, end - base);
+        kernels::binary(op, pa + oa + at * ia, ia, pb + ob + at * ib, ib, po + base, len);
+        base += len, at = 0;
+        for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
+      }
+    });
   });
   return out;
 }
