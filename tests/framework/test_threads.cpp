@@ -81,7 +81,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(threads_ops)
 
 // Broadcast arithmetic split over threads at element granularity (rows cut anywhere): the
-// same bits as one thread, which match the scalar formula.
+// same bits as one thread, which match the scalar formula; the gradient of a broadcast operand
+// (row sums over threads, added in order) too.
 BOOST_AUTO_TEST_CASE(broadcast_binary_bit_identical_across_thread_counts) {
   Generator gen(8);
   Tensor a = Tensor::normal(Shape{7, 13, 31, 29}, 0, 1, gen);
@@ -91,7 +92,9 @@ BOOST_AUTO_TEST_CASE(broadcast_binary_bit_identical_across_thread_counts) {
     const int saved = get_num_threads();
     set_num_threads(threads);
     std::vector<float> out = div(a, c).to_vector<float>();
-    for (const Tensor& t : {add(a, w), mul(c, a), neg(a)}) {
+    Tensor cg = c.detach().requires_grad_();  // its gradient sums rows of H*W (sum_to)
+    sum(mul(a, cg)).backward();
+    for (const Tensor& t : {add(a, w), mul(c, a), neg(a), cg.grad()}) {
       const auto v = t.to_vector<float>();
       out.insert(out.end(), v.begin(), v.end());
     }

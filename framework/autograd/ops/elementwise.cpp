@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -107,13 +108,21 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     const T* g = grad.data<T>();
     T* o = out.data<T>();
     const int r = p.rank;
-    const std::int64_t n = p.size[r - 1], so = p.sa[r - 1];
+    const std::int64_t n = p.size[r - 1], so = p.sa[r - 1], total = grad.numel();
+    // the rows' sums first (over threads: each row summed alone), then added in row order
+    std::vector<T> row_sums;
+    if (so == 0 && get_num_threads() > 1 && total >= kParallelMin) {
+      row_sums.resize(total / n);
+      parallel_for(total / n, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) row_sums[i] = kernels::sum(g + i * n, n);
+      });
+    }
     std::array<std::int64_t, Shape::kMaxDims> idx{};
-    for (std::int64_t base = 0, total = grad.numel(); base < total; base += n) {
+    for (std::int64_t base = 0; base < total; base += n) {
       std::int64_t off = 0;
       for (int d = 0; d + 1 < r; ++d) off += idx[d] * p.sa[d];
       if (so == 0) {
-        o[off] += kernels::sum(g + base, n);
+        o[off] += row_sums.empty() ? kernels::sum(g + base, n) : row_sums[base / n];
       } else {
         kernels::add_inplace(o + off, g + base, n);
       }
