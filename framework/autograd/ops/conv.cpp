@@ -241,12 +241,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
           const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
           const i64 wsize = K * g.Og;  // a group's weights
-          // padded x_ng of every image and group (read by all of dW's row blocks)
-          Tensor xall = Tensor::zeros(Shape{need_w ? g.N * g.groups * padded : 1}, gout.dtype());
+          // padded x_ng: of every image and group when dW's row blocks run on threads (all read
+          // them), else one at a time, dW accumulated while it is in cache
+          const bool split_w = need_w && slots > 1;
+          Tensor xall = Tensor::zeros(Shape{split_w ? g.N * g.groups * padded : need_w ? padded : 1},
+                                      gout.dtype());
           Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
           Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1}, gout.dtype());  // flipped W_g, or W_g^T
           Tensor cols = Tensor::empty(Shape{need_x && !dx_conv ? slots * K * P : 1}, gout.dtype());
           std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
+          Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
           T *xa = xall.data<T>(), *pwt = wt.data<T>();
           if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
           if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
@@ -267,9 +271,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               T* dx = need_x ? gi[0].data<T>() + first : nullptr;
               if (need_b)
                 for (i64 o = 0; o < g.Og; ++o) dbn[n * g.O + grp * g.Og + o] = sum_lanes(dy + o * P, P);
-              if (need_w)
-                pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xa + (n * g.groups + grp) * padded, g.Hp(),
-                           g.Wp(), g.padding[0], g.padding[1]);
+              if (need_w) {
+                T* xp = xa + (split_w ? (n * g.groups + grp) * padded : 0);
+                pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
+                           g.padding[1]);
+                if (!split_w)  // dW_g^T += col dY^T
+                  gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
+                                   n > 0 ? 1 : 0, dwt.data<T>() + grp * wsize, g.Og);
+              }
               const T* pw = pwt + grp * wsize;
               if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
                 pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
@@ -286,12 +295,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               }
             }
           });
-          if (need_w) {
+          if (split_w) {
             // dW_g^T (K, Og) += col_n dY_ng^T over n in order, rows [r0, r1) of it per item.
             // Blocks start at multiples of 24, a multiple of every path's micro-kernel height
             // (sgemm.cpp's MR: 8, 6, 4), so each row lands in the same tile (and the same sum
             // order: the kernel for the last rows pairs k differently) as in one GEMM call.
-            Tensor dwt = Tensor::empty(Shape{g.groups * wsize}, gout.dtype());
             constexpr i64 kRowAlign = 24;
             const i64 rows = (K + slots - 1) / slots;
             const i64 step = slots > 1 ? (rows + kRowAlign - 1) / kRowAlign * kRowAlign : K;
@@ -304,6 +312,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                                  off.tap.data() + r0, off.pos.data(), true,
                                  pg + (n * g.O + grp * g.Og) * P, P, n > 0 ? 1 : 0, c, g.Og);
             });
+          }
+          if (need_w) {
             for (i64 grp = 0; grp < g.groups; ++grp)
               transpose(dwt.data<T>() + grp * wsize, K, g.Og, gi[1].data<T>() + grp * wsize);
           }
