@@ -244,8 +244,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           // padded x_ng: of every image and group when dW's row blocks run on threads (all read
           // them), else one at a time, dW accumulated while it is in cache
           const bool split_w = need_w && slots > 1;
-          Tensor xall = Tensor::zeros(Shape{split_w ? g.N * g.groups * padded : need_w ? padded : 1},
-                                      gout.dtype());
+          Tensor xall = split_w ? Tensor::empty(Shape{g.N * g.groups * padded}, gout.dtype())  // zeroed below
+                                : Tensor::zeros(Shape{need_w ? padded : 1}, gout.dtype());
           Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
           Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1}, gout.dtype());  // flipped W_g, or W_g^T
           Tensor cols = Tensor::empty(Shape{need_x && !dx_conv ? slots * K * P : 1}, gout.dtype());
@@ -273,6 +273,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                 for (i64 o = 0; o < g.Og; ++o) dbn[n * g.O + grp * g.Og + o] = sum_lanes(dy + o * P, P);
               if (need_w) {
                 T* xp = xa + (split_w ? (n * g.groups + grp) * padded : 0);
+                if (split_w) std::fill_n(xp, padded, T(0));  // the border (on this image's thread)
                 pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
                            g.padding[1]);
                 if (!split_w)  // dW_g^T += col dY^T
