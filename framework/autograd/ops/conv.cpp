@@ -12,6 +12,7 @@
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/autograd/node.h"
@@ -19,6 +20,7 @@
 #include "framework/tensor/blas.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
+#include "framework/tensor/sgemm.h"
 
 namespace qat {
 
@@ -298,12 +300,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           });
           if (split_w) {
             // dW_g^T (K, Og) += col_n dY_ng^T over n in order, rows [r0, r1) of it per item.
-            // Blocks start at multiples of 24, a multiple of every path's micro-kernel height
-            // (sgemm.cpp's MR: 8, 6, 4), so each row lands in the same tile (and the same sum
-            // order: the kernel for the last rows pairs k differently) as in one GEMM call.
-            constexpr i64 kRowAlign = 24;
-            const i64 rows = (K + slots - 1) / slots;
-            const i64 step = slots > 1 ? (rows + kRowAlign - 1) / kRowAlign * kRowAlign : K;
+            // Blocks start at multiples of the GEMM's tile height, so each row lands in the same
+            // tile (hence the same sums) as in one call; the tiles are shared out evenly. Where
+            // the system BLAS runs the GEMM (no tile height known), one block.
+            const i64 tile = std::is_same_v<T, float> ? detail::sgemm_row_tile() : 0;
+            const i64 tiles = tile > 0 ? (K + tile - 1) / tile : 1;
+            const i64 step = tile > 0 ? (tiles + slots - 1) / slots * tile : K;
             const i64 per_group = (K + step - 1) / step;
             parallel_for_each(g.groups * per_group, slots, [&](i64 item, int) {
               const i64 grp = item / per_group, r0 = item % per_group * step, r1 = std::min(K, r0 + step);

@@ -523,12 +523,15 @@ void SgemmRun(const SgemmArgs& g) {
   }
 }
 
+i64 SgemmRowTile() { return MR; }
+
 }  // namespace qat::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace qat::kernels {
 HWY_EXPORT(SgemmRun);
+HWY_EXPORT(SgemmRowTile);
 }  // namespace qat::kernels
 
 namespace qat::detail {
@@ -550,6 +553,8 @@ bool forced_blas() {
 
 void run(const kernels::SgemmArgs& args) { QAT_DISPATCH(kernels::SgemmRun)(args); }
 }  // namespace
+
+std::int64_t sgemm_row_tile() { return sgemm_available() ? QAT_DISPATCH(kernels::SgemmRowTile)() : 0; }
 
 bool sgemm_available() {
   if (forced_blas()) return false;
