@@ -104,7 +104,8 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
     qat::detail::dispatch_float(g.dtype(), "fake_quantize_backward", [&]<class T>() {
       if constexpr (std::is_same_v<T, float>)
         parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
-          kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b, gi[0].data<T>() + b, e - b);
+          kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b, gi[0].data<T>() + b,
+                               e - b);
         });
       else
         ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());

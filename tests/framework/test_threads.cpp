@@ -22,8 +22,9 @@ nn::ModulePtr make_net() {
   net->push_back("pool1", std::make_shared<nn::MaxPool2d>(2));
   net->push_back("conv2", std::make_shared<nn::Conv2d>(16, 32, 3, Conv2dParams{.padding = {1, 1}}));
   net->push_back("relu2", std::make_shared<nn::ReLU>());
-  net->push_back("conv3", std::make_shared<nn::Conv2d>(
-                              32, 32, 3, Conv2dParams{.stride = {2, 2}, .padding = {1, 1}, .groups = 2}));
+  net->push_back("conv3",
+                 std::make_shared<nn::Conv2d>(
+                     32, 32, 3, Conv2dParams{.stride = {2, 2}, .padding = {1, 1}, .groups = 2}));
   net->push_back("relu3", std::make_shared<nn::ReLU>());
   net->push_back("flatten", std::make_shared<nn::Flatten>());
   net->push_back("fc", std::make_shared<nn::Linear>(32 * 5 * 5, 10));
@@ -107,8 +108,8 @@ BOOST_AUTO_TEST_CASE(broadcast_binary_bit_identical_across_thread_counts) {
   bool ok = true;
   for (std::size_t i = 0; i < n; ++i) {
     const float ci = vc[(i / plane) % 13];
-    ok = ok && one[i] == va[i] / ci && one[n + i] == va[i] + vw[i % 29] && one[2 * n + i] == ci * va[i] &&
-         one[3 * n + i] == -va[i];
+    ok = ok && one[i] == va[i] / ci && one[n + i] == va[i] + vw[i % 29] &&
+         one[2 * n + i] == ci * va[i] && one[3 * n + i] == -va[i];
   }
   BOOST_TEST(ok);
   for (int t : {2, 3}) {

@@ -202,7 +202,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   Tensor out = Tensor::empty(Shape{g.N, g.O, g.Ho, g.Wo}, x.dtype());
   detail::dispatch_float(x.dtype(), "conv2d", [&]<class T>() {
     const Offsets off = im2col_offsets(g);
-    Tensor xpad = Tensor::zeros(Shape{slots * padded}, x.dtype());                // per thread
+    Tensor xpad = Tensor::zeros(Shape{slots * padded}, x.dtype());                 // per thread
     Tensor yt = Tensor::empty(Shape{channels ? slots * P * g.Og : 1}, x.dtype());  // y_ng^T
     Tensor wt = Tensor::empty(Shape{channels ? K * g.O : 1}, x.dtype());           // W_g^T per group
     T* pwt = wt.data<T>();
@@ -246,10 +246,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           // padded x_ng: of every image and group when dW's row blocks run on threads (all read
           // them), else one at a time, dW accumulated while it is in cache
           const bool split_w = need_w && slots > 1;
-          Tensor xall = split_w ? Tensor::empty(Shape{g.N * g.groups * padded}, gout.dtype())  // zeroed below
-                                : Tensor::zeros(Shape{need_w ? padded : 1}, gout.dtype());
+          Tensor xall =
+              split_w ? Tensor::empty(Shape{g.N * g.groups * padded}, gout.dtype())  // zeroed below
+                      : Tensor::zeros(Shape{need_w ? padded : 1}, gout.dtype());
           Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
-          Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1}, gout.dtype());  // flipped W_g, or W_g^T
+          Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1},
+                                    gout.dtype());  // flipped W_g, or W_g^T
           Tensor cols = Tensor::empty(Shape{need_x && !dx_conv ? slots * K * P : 1}, gout.dtype());
           std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
           Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
@@ -308,7 +310,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
             const i64 step = tile > 0 ? (tiles + slots - 1) / slots * tile : K;
             const i64 per_group = (K + step - 1) / step;
             parallel_for_each(g.groups * per_group, slots, [&](i64 item, int) {
-              const i64 grp = item / per_group, r0 = item % per_group * step, r1 = std::min(K, r0 + step);
+              const i64 grp = item / per_group, r0 = item % per_group * step,
+                        r1 = std::min(K, r0 + step);
               T* c = dwt.data<T>() + grp * wsize + r0 * g.Og;
               for (i64 n = 0; n < g.N; ++n)
                 gemm_gather_a<T>(r1 - r0, g.Og, P, 1, xa + (n * g.groups + grp) * padded,
