@@ -38,4 +38,42 @@ void parallel_for(std::int64_t n, std::int64_t grain, F f) {
   }
 }
 
+/// Threads that parallel_for_each(n, ...) runs on: min(threads, n), at least 1. Size per-thread
+/// scratch by it (slot indices are < this).
+inline int parallel_slots(std::int64_t n) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(get_num_threads(), n)));
+}
+
+/// Calls f(i, slot) for every i in [0, n), each i wholly on one thread: contiguous ranges of
+/// i over `slots` threads (slot: the thread's index, for its scratch), or in order on the calling
+/// thread (slot 0, no OpenMP region) when slots <= 1. Results do not depend on the thread count
+/// as long as f(i, slot) writes only i's own outputs (and slot's scratch).
+template <class F>
+void parallel_for_each(std::int64_t n, int slots, F f) {
+  if (slots <= 1 || n <= 1) {
+    for (std::int64_t i = 0; i < n; ++i) f(i, 0);
+    return;
+  }
+#pragma omp parallel num_threads(slots)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const int t = 0, nt = 1;
+#endif
+    const std::int64_t chunk = (n + nt - 1) / nt;
+    const std::int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    for (std::int64_t i = begin; i < end; ++i) f(i, t);
+  }
+}
+
+/// Inside an OpenMP parallel region (kernels then run on the calling thread only).
+inline bool in_parallel() {
+#ifdef _OPENMP
+  return omp_in_parallel() != 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace qat

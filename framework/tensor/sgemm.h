@@ -13,6 +13,12 @@ namespace qat::detail {
 /// QAT_GEMM=blas. The generic path runs the system BLAS (faster there, measured).
 bool sgemm_available();
 
+/// Rows of C per micro-kernel tile (MR) of gemm<float> on the current path, 0 where the system
+/// BLAS serves. A GEMM whose rows are split into calls at multiples of it computes every row with
+/// the same tiles, hence the same sums, as one call (the kernel for the last rows of a tile
+/// accumulates in a different order).
+std::int64_t sgemm_row_tile();
+
 /// C = alpha * op(A) * op(B) + beta * C, row-major (same contract as cblas_sgemm).
 void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,

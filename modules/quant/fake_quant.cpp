@@ -7,11 +7,16 @@
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 
 namespace qat::quant {
+
+namespace {
+constexpr std::int64_t kParallelMin = 1 << 16;  // elements below which threads cost more than they save
+}  // namespace
 
 using detail::fq_run;
 using detail::Layout;
@@ -58,8 +63,11 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
                     qmax);
       return;
     }
-    kernels::fake_quant(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
-                        qmax);
+    // each element alone: any split over threads gives the same bits
+    parallel_for(n, kParallelMin, [&](std::int64_t b, std::int64_t e) {
+      kernels::fake_quant(x + off + b, y + off + b, mask ? mask + off + b : nullptr, e - b, scale[p],
+                          zero_point[p], qmin, qmax);
+    });
   });
 }
 
@@ -95,7 +103,10 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
     gi[0] = Tensor::empty(g.shape(), g.dtype());
     qat::detail::dispatch_float(g.dtype(), "fake_quantize_backward", [&]<class T>() {
       if constexpr (std::is_same_v<T, float>)
-        kernels::masked_copy(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
+        parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
+          kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b, gi[0].data<T>() + b,
+                               e - b);
+        });
       else
         ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
     });

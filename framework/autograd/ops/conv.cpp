@@ -12,12 +12,15 @@
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
+#include "framework/tensor/sgemm.h"
 
 namespace qat {
 
@@ -27,6 +30,7 @@ using detail::gemm;
 using detail::gemm_gather_a;
 using detail::gemm_gather_b;
 using i64 = std::int64_t;
+constexpr i64 kParallelMinMacs = 1 << 22;  // a batch's multiply-adds below which one thread is faster
 
 namespace {
 
@@ -186,23 +190,30 @@ void col2im(const T* col, T* xp, const ConvGeom& g) {
 // Per image n and group g (dY_ng: the (Og, P) gradient rows):
 //   y_ng = W_g col + b;  dW_g^T = sum_n col dY_ng^T;  dx_n = col2im(W_g^T dY_ng) (for stride 1
 //   computed as the convolution in ConvGeom::dx_as_convolution);  db = sum_{n,p} dY
+// Threads: the forward pass and dx split the images (each image's outputs are its own); dW_g^T
+// splits its rows, each row block summed over all images in order by one thread. No sum changes
+// order with the thread count, so the results are bit-identical for any number of threads.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const ConvGeom g = conv_geom(x, weight, bias, p);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
   const bool channels = g.channels_as_columns();
+  // images split over threads once the batch's multiply-adds pay for a parallel region
+  const int slots = g.N * g.O * K * P >= kParallelMinMacs ? parallel_slots(g.N) : 1;
   Tensor out = Tensor::empty(Shape{g.N, g.O, g.Ho, g.Wo}, x.dtype());
   detail::dispatch_float(x.dtype(), "conv2d", [&]<class T>() {
     const Offsets off = im2col_offsets(g);
-    Tensor xpad = Tensor::zeros(Shape{padded}, x.dtype());
-    Tensor yt = Tensor::empty(Shape{channels ? P * g.Og : 1}, x.dtype());  // y_ng^T
-    Tensor wt = Tensor::empty(Shape{channels ? K * g.O : 1}, x.dtype());   // W_g^T per group
-    T *xp = xpad.data<T>(), *pyt = yt.data<T>(), *pwt = wt.data<T>();
+    Tensor xpad = Tensor::zeros(Shape{slots * padded}, x.dtype());                 // per thread
+    Tensor yt = Tensor::empty(Shape{channels ? slots * P * g.Og : 1}, x.dtype());  // y_ng^T
+    Tensor wt = Tensor::empty(Shape{channels ? K * g.O : 1}, x.dtype());           // W_g^T per group
+    T* pwt = wt.data<T>();
     const T* pw = weight.data<T>();
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     if (channels)
       for (i64 grp = 0; grp < g.groups; ++grp)
         transpose(pw + grp * g.Og * K, g.Og, K, pwt + grp * K * g.Og);
-    for (i64 n = 0; n < g.N; ++n)
+    parallel_for_each(g.N, slots, [&](i64 n, int slot) {
+      T* xp = xpad.data<T>() + slot * padded;
+      T* pyt = yt.data<T>() + (channels ? slot * P * g.Og : 0);
       for (i64 grp = 0; grp < g.groups; ++grp) {
         pad_planes(x.data<T>() + (n * g.C + grp * g.Cg) * plane, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(),
                    g.padding[0], g.padding[1]);
@@ -218,51 +229,68 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                            off.pos.data(), 1, y, P);
         }
       }
+    });
   });
   autograd::record(
-      out, "conv2d", {x, weight, bias}, [g](const Tensor& gout, const Inputs& in, Grads& gi) {
+      out, "conv2d", {x, weight, bias}, [g, slots](const Tensor& gout, const Inputs& in, Grads& gi) {
         const Tensor &X = in[0], &Wt = in[1], &B = in[2];
         const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
         detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
           const T* pg = gout.data<T>();
           const bool need_b = B.defined() && B.requires_grad();
-          std::vector<double> db(need_b ? g.O : 0);  // summed over n in order, while dY_n is in cache
           const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
           const bool dx_conv = need_x && g.dx_as_convolution();
           const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
           const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
-          Tensor xpad = Tensor::zeros(Shape{padded}, gout.dtype());   // padded x_n
-          Tensor dpad = Tensor::zeros(Shape{dpadded}, gout.dtype());  // padded dY_ng, or dx_n
-          Tensor wt = Tensor::empty(Shape{K * g.Og}, gout.dtype());   // flipped W_g, or W_g^T
-          Tensor dwt = Tensor::empty(Shape{K * g.Og}, gout.dtype());  // dW_g^T
-          Tensor cols = Tensor::empty(Shape{dx_conv ? 1 : K * P}, gout.dtype());  // W_g^T dY
-          T *xp = xpad.data<T>(), *dp = dpad.data<T>(), *pwt = wt.data<T>(), *col = cols.data<T>();
+          const i64 wsize = K * g.Og;  // a group's weights
+          // padded x_ng: of every image and group when dW's row blocks run on threads (all read
+          // them), else one at a time, dW accumulated while it is in cache
+          const bool split_w = need_w && slots > 1;
+          Tensor xall =
+              split_w ? Tensor::empty(Shape{g.N * g.groups * padded}, gout.dtype())  // zeroed below
+                      : Tensor::zeros(Shape{need_w ? padded : 1}, gout.dtype());
+          Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
+          Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1},
+                                    gout.dtype());  // flipped W_g, or W_g^T
+          Tensor cols = Tensor::empty(Shape{need_x && !dx_conv ? slots * K * P : 1}, gout.dtype());
+          std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
+          Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
+          T *xa = xall.data<T>(), *pwt = wt.data<T>();
           if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
           if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
-          for (i64 grp = 0; grp < g.groups; ++grp) {
-            const T* w = Wt.data<T>() + grp * g.Og * K;
-            if (dx_conv)
-              flip_kernel(w, g, pwt);
-            else if (need_x)
-              transpose(w, g.Og, K, pwt);
-            for (i64 n = 0; n < g.N; ++n) {
+          if (need_x)
+            for (i64 grp = 0; grp < g.groups; ++grp) {
+              const T* w = Wt.data<T>() + grp * wsize;
+              if (dx_conv)
+                flip_kernel(w, g, pwt + grp * wsize);
+              else
+                transpose(w, g.Og, K, pwt + grp * wsize);
+            }
+          parallel_for_each(g.N, slots, [&](i64 n, int slot) {
+            T* dp = dpad.data<T>() + (need_x ? slot * dpadded : 0);
+            T* col = cols.data<T>() + (need_x && !dx_conv ? slot * K * P : 0);
+            for (i64 grp = 0; grp < g.groups; ++grp) {
               const T* dy = pg + (n * g.O + grp * g.Og) * P;  // (Og, P)
               const i64 first = (n * g.C + grp * g.Cg) * plane;
               T* dx = need_x ? gi[0].data<T>() + first : nullptr;
               if (need_b)
-                for (i64 o = 0; o < g.Og; ++o) db[grp * g.Og + o] += sum_lanes(dy + o * P, P);
-              if (need_w) {  // dW_g^T += col dY^T
+                for (i64 o = 0; o < g.Og; ++o) dbn[n * g.O + grp * g.Og + o] = sum_lanes(dy + o * P, P);
+              if (need_w) {
+                T* xp = xa + (split_w ? (n * g.groups + grp) * padded : 0);
+                if (split_w) std::fill_n(xp, padded, T(0));  // the border (on this image's thread)
                 pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
                            g.padding[1]);
-                gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
-                                 n > 0 ? 1 : 0, dwt.data<T>(), g.Og);
+                if (!split_w)  // dW_g^T += col dY^T
+                  gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
+                                   n > 0 ? 1 : 0, dwt.data<T>() + grp * wsize, g.Og);
               }
+              const T* pw = pwt + grp * wsize;
               if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
                 pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
-                gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pwt, g.Kd(), dp, doff.tap.data(),
+                gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pw, g.Kd(), dp, doff.tap.data(),
                                  doff.pos.data(), 0, dx, plane);
               } else if (need_x) {  // dx = col2im(W_g^T dY)
-                gemm<T>(false, false, K, P, g.Og, 1, pwt, g.Og, dy, P, 0, col, P);
+                gemm<T>(false, false, K, P, g.Og, 1, pw, g.Og, dy, P, 0, col, P);
                 std::fill_n(dp, padded, T(0));
                 col2im(col, dp, g);
                 for (i64 c = 0; c < g.Cg; ++c)
@@ -271,11 +299,37 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                                 dx + (c * g.H + h) * g.W);
               }
             }
-            if (need_w) transpose(dwt.data<T>(), K, g.Og, gi[1].data<T>() + grp * g.Og * K);
+          });
+          if (split_w) {
+            // dW_g^T (K, Og) += col_n dY_ng^T over n in order, rows [r0, r1) of it per item.
+            // Blocks start at multiples of the GEMM's tile height, so each row lands in the same
+            // tile (hence the same sums) as in one call; the tiles are shared out evenly. Where
+            // the system BLAS runs the GEMM (no tile height known), one block.
+            const i64 tile = std::is_same_v<T, float> ? detail::sgemm_row_tile() : 0;
+            const i64 tiles = tile > 0 ? (K + tile - 1) / tile : 1;
+            const i64 step = tile > 0 ? (tiles + slots - 1) / slots * tile : K;
+            const i64 per_group = (K + step - 1) / step;
+            parallel_for_each(g.groups * per_group, slots, [&](i64 item, int) {
+              const i64 grp = item / per_group, r0 = item % per_group * step,
+                        r1 = std::min(K, r0 + step);
+              T* c = dwt.data<T>() + grp * wsize + r0 * g.Og;
+              for (i64 n = 0; n < g.N; ++n)
+                gemm_gather_a<T>(r1 - r0, g.Og, P, 1, xa + (n * g.groups + grp) * padded,
+                                 off.tap.data() + r0, off.pos.data(), true,
+                                 pg + (n * g.O + grp * g.Og) * P, P, n > 0 ? 1 : 0, c, g.Og);
+            });
           }
-          if (need_b) {
+          if (need_w) {
+            for (i64 grp = 0; grp < g.groups; ++grp)
+              transpose(dwt.data<T>() + grp * wsize, K, g.Og, gi[1].data<T>() + grp * wsize);
+          }
+          if (need_b) {  // db = sum over n in order of each image's sums
             gi[2] = Tensor::empty(B.shape(), B.dtype());
-            for (i64 o = 0; o < g.O; ++o) gi[2].data<T>()[o] = static_cast<T>(db[o]);
+            for (i64 o = 0; o < g.O; ++o) {
+              double s = 0;
+              for (i64 n = 0; n < g.N; ++n) s += dbn[n * g.O + o];
+              gi[2].data<T>()[o] = static_cast<T>(s);
+            }
           }
         });
       });

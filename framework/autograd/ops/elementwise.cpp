@@ -2,8 +2,10 @@
 // runs over merged contiguous dimensions with unit or zero strides).
 #include "framework/kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -11,10 +13,13 @@
 #include "framework/autograd/ops/pointwise.h"
 #include "framework/kernels/cpu/reduce.h"
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
 
 namespace qat {
 namespace detail {
 namespace {
+
+constexpr std::int64_t kParallelMin = 1 << 16;  // elements below which threads cost more than they save
 
 void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
   require_float(a, fn, "a");
@@ -36,13 +41,20 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, kernels:
     const BroadcastPlan p = BroadcastPlan::make(out_shape, a.shape(), b.shape(), true);
     const int r = p.rank;
     const std::int64_t n = p.size[r - 1], ia = p.sa[r - 1], ib = p.sb[r - 1];
-    std::array<std::int64_t, Shape::kMaxDims> idx{};
-    for (std::int64_t base = 0, total = out.numel(); base < total; base += n) {
-      std::int64_t oa = 0, ob = 0;
-      for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
-      kernels::binary(op, pa + oa, ia, pb + ob, ib, po + base, n);
-      for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
-    }
+    // elements [begin, end), each computed alone: any split over threads gives the same bits
+    parallel_for(out.numel(), kParallelMin, [&](std::int64_t begin, std::int64_t end) {
+      std::array<std::int64_t, Shape::kMaxDims> idx{};
+      std::int64_t row = begin / n, at = begin % n;  // position in the rows of n elements
+      for (int d = r - 2; d >= 0; --d) idx[d] = row % p.size[d], row /= p.size[d];
+      for (std::int64_t base = begin; base < end;) {
+        std::int64_t oa = 0, ob = 0;
+        for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
+        const std::int64_t len = std::min(n - at, end - base);
+        kernels::binary(op, pa + oa + at * ia, ia, pb + ob + at * ib, ib, po + base, len);
+        base += len, at = 0;
+        for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
+      }
+    });
   });
   return out;
 }
@@ -96,13 +108,21 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     const T* g = grad.data<T>();
     T* o = out.data<T>();
     const int r = p.rank;
-    const std::int64_t n = p.size[r - 1], so = p.sa[r - 1];
+    const std::int64_t n = p.size[r - 1], so = p.sa[r - 1], total = grad.numel();
+    // the rows' sums first (over threads: each row summed alone), then added in row order
+    std::vector<T> row_sums;
+    if (so == 0 && get_num_threads() > 1 && total >= kParallelMin) {
+      row_sums.resize(total / n);
+      parallel_for(total / n, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) row_sums[i] = kernels::sum(g + i * n, n);
+      });
+    }
     std::array<std::int64_t, Shape::kMaxDims> idx{};
-    for (std::int64_t base = 0, total = grad.numel(); base < total; base += n) {
+    for (std::int64_t base = 0; base < total; base += n) {
       std::int64_t off = 0;
       for (int d = 0; d + 1 < r; ++d) off += idx[d] * p.sa[d];
       if (so == 0) {
-        o[off] += kernels::sum(g + base, n);
+        o[off] += row_sums.empty() ? kernels::sum(g + base, n) : row_sums[base / n];
       } else {
         kernels::add_inplace(o + off, g + base, n);
       }

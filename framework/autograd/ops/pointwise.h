@@ -1,9 +1,14 @@
 #pragma once
 // Internal: one-pass elementwise maps used by the pointwise ops and their backward functions.
 #include "framework/tensor/dispatch.h"
+#include "framework/tensor/parallel.h"
 #include "framework/tensor/tensor.h"
 
 namespace qat::detail {
+
+/// elements below which threads cost more than they save (each element is computed alone, so
+/// the split never changes a result)
+constexpr std::int64_t kMapParallelMin = 1 << 16;
 
 /// out[i] = f(x[i])
 template <class F>
@@ -13,8 +18,9 @@ Tensor map(const Tensor& x, const char* fn, F f) {
   dispatch_float(x.dtype(), fn, [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    const std::int64_t n = x.numel();
-    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+    parallel_for(x.numel(), kMapParallelMin, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) po[i] = f(px[i]);
+    });
   });
   return out;
 }
@@ -28,8 +34,9 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* fn, F f) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    const std::int64_t n = a.numel();
-    for (std::int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    parallel_for(a.numel(), kMapParallelMin, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) po[i] = f(pa[i], pb[i]);
+    });
   });
   return out;
 }

@@ -430,7 +430,7 @@ void SgemmRun(const SgemmArgs& g) {
   if (K == 0 || alpha == 0.0f) return scale_c(M, N, beta, C, ldc);
   if (beta != 0.0f) scale_c(M, N, beta, C, ldc);  // then every k block accumulates
   PackBuffers& bufs = buffers();
-  const bool parallel = get_num_threads() > 1 && M * N * K > (1 << 21);
+  const bool parallel = get_num_threads() > 1 && M * N * K > (1 << 21) && !in_parallel();
   const int layout = g.a_row ? kGather : g.trans_a ? kPacked : kRows;
   const bool gather_b = g.b_col != nullptr;
   const i64 k_blocks = (K + KC - 1) / KC, kb = (K + k_blocks - 1) / k_blocks;  // even k blocks
@@ -523,12 +523,15 @@ void SgemmRun(const SgemmArgs& g) {
   }
 }
 
+i64 SgemmRowTile() { return MR; }
+
 }  // namespace qat::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace qat::kernels {
 HWY_EXPORT(SgemmRun);
+HWY_EXPORT(SgemmRowTile);
 }  // namespace qat::kernels
 
 namespace qat::detail {
@@ -550,6 +553,8 @@ bool forced_blas() {
 
 void run(const kernels::SgemmArgs& args) { QAT_DISPATCH(kernels::SgemmRun)(args); }
 }  // namespace
+
+std::int64_t sgemm_row_tile() { return sgemm_available() ? QAT_DISPATCH(kernels::SgemmRowTile)() : 0; }
 
 bool sgemm_available() {
   if (forced_blas()) return false;
