@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 9's table: every speed figure of the CPU paths as a ratio to its reference, measured in
-# this run, for the AVX2 path and the best path this CPU has (QAT_CPU selects the kernels of the
+# this run, for the AVX2 path, the AVX-512 path and the best path this CPU has (QAT_CPU selects the kernels of the
 # same binary). 1 thread unless said otherwise.
-#   bench/cpu_table.sh [BUILD_DIR]    env: PATHS ("avx2 best"), EPOCHS (1), SKIP_DEMO=1
+#   bench/cpu_table.sh [BUILD_DIR]    env: PATHS ("avx2 avx512 best"), EPOCHS (1), SKIP_DEMO=1
 set -euo pipefail
 build=${1:-build}
 epochs=${EPOCHS:-1}
@@ -13,7 +13,7 @@ field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" <<<"$1" | tr -d '"'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2fx", a / b; else print "n/a" }'; }
 best=$(QAT_CPU= "$build/examples/mlp_qat" --mode fp32 --epochs 0 --test-limit 1 --json 2>/dev/null |
        tail -n 1 | sed -n 's/.*"cpu": "\([a-z0-9_]*\)".*/\1/p')
-paths=${PATHS:-avx2 best}
+paths=${PATHS:-avx2 avx512 best}
 paths=${paths//best/$best}
 # a path listed twice (best = avx2) runs once
 paths=$(tr ' ' '\n' <<<"$paths" | awk 'NF && !seen[$0]++' | tr '\n' ' ')
