@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "examples/common/models.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
@@ -38,35 +39,8 @@ using bench::seconds_per_call;
 
 namespace {
 
-nn::ModulePtr mlp() {
-  return std::make_shared<nn::Sequential>(
-      nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
-                       {"fc1", std::make_shared<nn::Linear>(784, 256)},
-                       {"relu1", std::make_shared<nn::ReLU>()},
-                       {"fc2", std::make_shared<nn::Linear>(256, 128)},
-                       {"relu2", std::make_shared<nn::ReLU>()},
-                       {"fc3", std::make_shared<nn::Linear>(128, 10)},
-                       {"dequant", std::make_shared<DeQuantStub>()}});
-}
-
-// examples/cnn_qat.cpp's model
-nn::ModulePtr cnn(bool batch_norm) {
-  auto net = std::make_shared<nn::Sequential>();
-  const Conv2dParams pad2{.padding = {2, 2}};
-  net->push_back("quant", std::make_shared<QuantStub>());
-  net->push_back("conv1", std::make_shared<nn::Conv2d>(1, 16, 5, pad2));
-  if (batch_norm) net->push_back("bn1", std::make_shared<nn::BatchNorm2d>(16));
-  net->push_back("relu1", std::make_shared<nn::ReLU>());
-  net->push_back("pool1", std::make_shared<nn::MaxPool2d>(2));
-  net->push_back("conv2", std::make_shared<nn::Conv2d>(16, 32, 5, pad2));
-  if (batch_norm) net->push_back("bn2", std::make_shared<nn::BatchNorm2d>(32));
-  net->push_back("relu2", std::make_shared<nn::ReLU>());
-  net->push_back("pool2", std::make_shared<nn::MaxPool2d>(2));
-  net->push_back("flatten", std::make_shared<nn::Flatten>());
-  net->push_back("fc", std::make_shared<nn::Linear>(32 * 7 * 7, 10));
-  net->push_back("dequant", std::make_shared<DeQuantStub>());
-  return net;
-}
+nn::ModulePtr mlp() { return examples::fmnist_mlp(); }
+nn::ModulePtr cnn(bool batch_norm) { return examples::fmnist_cnn(batch_norm); }
 
 // prepare_qat (int8_default), a few SGD steps on random data, convert
 nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& input) {

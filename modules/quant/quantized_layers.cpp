@@ -8,6 +8,7 @@
 #include "framework/tensor/parallel.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
+#include "modules/quant/kernels/cpu/int8_ops.h"
 
 namespace qat::quant {
 

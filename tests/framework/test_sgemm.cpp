@@ -26,6 +26,16 @@ std::vector<float> uniform(Generator& gen, i64 n) {
   return v;
 }
 
+// C (M x ldc) to be overwritten: random, but `sentinel` in the padding columns j >= N (which
+// must stay untouched) and everywhere when beta = 0 (C must not be read: NaN would show).
+std::vector<float> output_matrix(Generator& gen, i64 M, i64 N, i64 ldc, float beta, float sentinel) {
+  std::vector<float> C = uniform(gen, M * ldc);
+  for (i64 i = 0; i < M; ++i)
+    for (i64 j = 0; j < ldc; ++j)
+      if (beta == 0.0f || j >= N) C[i * ldc + j] = sentinel;
+  return C;
+}
+
 // Reference C = alpha * A B + beta * C in float64 with A(i, k) and B(k, j) given as functions,
 // and the bound |alpha| sum_k |A(i,k) B(k,j)| + |beta C(i,j)| for a relative tolerance.
 struct Reference {
@@ -75,11 +85,8 @@ void check_sgemm(Generator& gen, i64 M, i64 N, i64 K, bool ta, bool tb, i64 extr
                  float beta) {
   const i64 lda = (ta ? M : K) + extra, ldb = (tb ? K : N) + extra, ldc = N + extra;
   const std::vector<float> A = uniform(gen, (ta ? K : M) * lda), B = uniform(gen, (tb ? N : K) * ldb);
-  std::vector<float> C = uniform(gen, M * ldc);
   const float sentinel = beta == 0.0f ? std::nanf("") : 7.0f;
-  for (i64 i = 0; i < M; ++i)
-    for (i64 j = 0; j < ldc; ++j)
-      if (beta == 0.0f || j >= N) C[i * ldc + j] = sentinel;  // beta = 0: C must not be read
+  std::vector<float> C = output_matrix(gen, M, N, ldc, beta, sentinel);
   const Reference ref = reference(
       M, N, K, alpha, [&](i64 i, i64 k) { return ta ? A[k * lda + i] : A[i * lda + k]; },
       [&](i64 k, i64 j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }, beta, C, ldc);
@@ -185,11 +192,8 @@ BOOST_AUTO_TEST_CASE(sgemm_gather_a_every_isa) {
           const float alpha = ab[0], beta = ab[1];
           const i64 M = std::ssize(c.rows), K = std::ssize(c.ks), ldb = (tb ? K : N) + 1, ldc = N + 2;
           const std::vector<float> B = uniform(gen, (tb ? N : K) * ldb);
-          std::vector<float> C = uniform(gen, M * ldc);
           const float sentinel = beta == 0.0f ? std::nanf("") : 7.0f;
-          for (i64 i = 0; i < M; ++i)
-            for (i64 j = 0; j < ldc; ++j)
-              if (beta == 0.0f || j >= N) C[i * ldc + j] = sentinel;
+          std::vector<float> C = output_matrix(gen, M, N, ldc, beta, sentinel);
           const Reference ref = reference(
               M, N, K, alpha, [&](i64 i, i64 k) { return a[c.rows[i] + c.ks[k]]; },
               [&](i64 k, i64 j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; }, beta, C, ldc);
@@ -223,11 +227,8 @@ BOOST_AUTO_TEST_CASE(sgemm_gather_b_every_isa) {
           const float alpha = ab[0], beta = ab[1];
           const i64 K = std::ssize(c.ks), N = std::ssize(c.cols), lda = (ta ? M : K) + 2, ldc = N + 3;
           const std::vector<float> A = uniform(gen, (ta ? K : M) * lda);
-          std::vector<float> C = uniform(gen, M * ldc);
           const float sentinel = beta == 0.0f ? std::nanf("") : 7.0f;
-          for (i64 i = 0; i < M; ++i)
-            for (i64 j = 0; j < ldc; ++j)
-              if (beta == 0.0f || j >= N) C[i * ldc + j] = sentinel;
+          std::vector<float> C = output_matrix(gen, M, N, ldc, beta, sentinel);
           const Reference ref = reference(
               M, N, K, alpha, [&](i64 i, i64 k) { return ta ? A[k * lda + i] : A[i * lda + k]; },
               [&](i64 k, i64 j) { return b[c.ks[k] + c.cols[j]]; }, beta, C, ldc);

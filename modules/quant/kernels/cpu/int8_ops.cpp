@@ -1,0 +1,242 @@
+// The int8 model's data movement around the GEMM, compiled once per instruction set:
+// quantize / dequantize, byte transposes between NCHW and channels-last, widening to uint16 for
+// the pairs format, and uint8 max pooling (NCHW planes and channels-last).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_ops.cpp"
+#include "modules/quant/kernels/cpu/int8_ops.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "framework/tensor/simd.h"
+
+#undef QAT_INT8_X86
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QAT_INT8_X86 1
+#include <immintrin.h>
+#else
+#define QAT_INT8_X86 0
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace qat::quant::int8::kernels::HWY_NAMESPACE {
+
+// q = clamp(nearbyint(x inv) + zp, lo, hi) (vectorised: vroundps in the current rounding mode)
+void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
+                  std::uint8_t* __restrict q) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = __builtin_nearbyintf(x[i] * inv) + zp;
+    const float c = v > lo ? v : lo;
+    q[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c < hi ? c : hi));
+  }
+}
+
+// dst[c ldd + r] = src[r lds + c]; x86: 16 x 16 blocks in SSE2 registers (four rounds of
+// t[2i] = lo(r[i], r[i + 8]), t[2i + 1] = hi(r[i], r[i + 8]) byte interleaves transpose them).
+void TransposeImpl(const std::uint8_t* __restrict src, std::int64_t rows, std::int64_t cols,
+                   std::int64_t lds, std::uint8_t* __restrict dst, std::int64_t ldd) {
+  if (rows == 1) {
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * ldd] = src[c];
+    return;
+  }
+  if (cols == 1) {
+    for (std::int64_t r = 0; r < rows; ++r) dst[r] = src[r * lds];
+    return;
+  }
+  std::int64_t r0 = 0;
+#if QAT_INT8_X86
+  for (; r0 + 16 <= rows; r0 += 16) {
+    std::int64_t c0 = 0;
+    for (; c0 + 16 <= cols; c0 += 16) {
+      __m128i v[16], t[16];
+      for (int i = 0; i < 16; ++i)
+        v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (r0 + i) * lds + c0));
+      for (int round = 0; round < 4; ++round) {
+        for (int i = 0; i < 8; ++i) {
+          t[2 * i] = _mm_unpacklo_epi8(v[i], v[i + 8]);
+          t[2 * i + 1] = _mm_unpackhi_epi8(v[i], v[i + 8]);
+        }
+        for (int i = 0; i < 16; ++i) v[i] = t[i];
+      }
+      for (int i = 0; i < 16; ++i)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c0 + i) * ldd + r0), v[i]);
+    }
+    for (std::int64_t c = c0; c < cols; ++c)
+      for (std::int64_t r = r0; r < r0 + 16; ++r) dst[c * ldd + r] = src[r * lds + c];
+  }
+#endif
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t r = r0; r < rows; ++r) dst[c * ldd + r] = src[r * lds + c];
+}
+
+void WidenImpl(const std::uint8_t* __restrict src, std::int64_t n, std::uint16_t* __restrict dst) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// y = scale (q - zp), exact in float (|q - zp| <= 255) then one rounding
+void DequantizeImpl(const std::uint8_t* __restrict q, std::int64_t n, float scale, std::int32_t zp,
+                    float* __restrict y) {
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(static_cast<std::int32_t>(q[i]) - zp) * scale;
+}
+
+// Blocks of kPoolRows output rows (over all planes): the max over the kh input rows of each
+// into m (rows of `used` bytes; 16-byte vectors, the last one overlapping), then over kw
+// columns. 2 x 2 stride 2 with W = 2 Wo: m is pairs of adjacent bytes end to end, paired with
+// ConcatEven / ConcatOdd across row boundaries.
+void MaxPoolImpl(const std::uint8_t* __restrict x, std::int64_t planes, std::int64_t H, std::int64_t W,
+                 std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
+                 std::int64_t Wo, std::uint8_t* __restrict y, std::uint8_t* __restrict m) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const std::int64_t used = (Wo - 1) * sw + kw;  // input columns the windows cover
+  const std::int64_t rows = planes * Ho;
+  for (std::int64_t q0 = 0; q0 < rows; q0 += kPoolRows) {
+    const std::int64_t nb = rows - q0 < kPoolRows ? rows - q0 : kPoolRows;
+    for (std::int64_t q = q0; q < q0 + nb; ++q) {
+      const std::int64_t pl = q / Ho, oh = q % Ho;
+      const std::uint8_t* __restrict in = x + (pl * H + oh * sh) * W;
+      std::uint8_t* __restrict mr = m + (q - q0) * used;
+      std::int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+      const hn::CappedTag<std::uint8_t, 16> d;
+      constexpr std::int64_t N = 16;
+      if (hn::Lanes(d) == 16 && used >= N) {
+        for (;; j += N) {
+          if (j + N > used) j = used - N;  // the last vector overlaps the previous one
+          auto v = hn::LoadU(d, in + j);
+          for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d, in + i * W + j));
+          hn::StoreU(v, d, mr + j);
+          if (j + N == used) break;
+        }
+        j = used;
+      } else if (hn::Lanes(d) == 16 && used >= 8) {  // two overlapping halves
+        const hn::CappedTag<std::uint8_t, 8> d8;
+        for (const std::int64_t at : {std::int64_t{0}, used - 8}) {
+          auto v = hn::LoadU(d8, in + at);
+          for (std::int64_t i = 1; i < kh; ++i) v = hn::Max(v, hn::LoadU(d8, in + i * W + at));
+          hn::StoreU(v, d8, mr + at);
+        }
+        j = used;
+      }
+#endif
+      for (; j < used; ++j) {
+        std::uint8_t v = in[j];
+        for (std::int64_t i = 1; i < kh; ++i) v = v > in[i * W + j] ? v : in[i * W + j];
+        mr[j] = v;
+      }
+    }
+    std::uint8_t* __restrict out = y + q0 * Wo;
+    if (kw == 2 && sw == 2 && used == 2 * Wo) {
+      const std::int64_t n = nb * Wo;
+      std::int64_t o = 0;
+#if HWY_TARGET != HWY_SCALAR
+      const hn::ScalableTag<std::uint8_t> df;
+      const auto NF = static_cast<std::int64_t>(hn::Lanes(df));
+      for (; o + NF <= n; o += NF) {
+        const auto lo = hn::LoadU(df, m + 2 * o), hi = hn::LoadU(df, m + 2 * o + NF);
+        hn::StoreU(hn::Max(hn::ConcatEven(df, hi, lo), hn::ConcatOdd(df, hi, lo)), df, out + o);
+      }
+#endif
+      for (; o < n; ++o) out[o] = m[2 * o] > m[2 * o + 1] ? m[2 * o] : m[2 * o + 1];
+      continue;
+    }
+    for (std::int64_t q = 0; q < nb; ++q)
+      for (std::int64_t o = 0; o < Wo; ++o) {
+        const std::uint8_t* p = m + q * used + o * sw;
+        std::uint8_t best = p[0];
+        for (std::int64_t j = 1; j < kw; ++j) best = best > p[j] ? best : p[j];
+        out[q * Wo + o] = best;
+      }
+  }
+}
+
+// y[n, oh, ow, :] = max over the window's taps inside the image of x[n, h, w, :]: C-byte rows,
+// in 16-byte vectors (the last one overlapping) when C >= 16 and the window is inside.
+void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int64_t H, std::int64_t W,
+                     std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                     std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo,
+                     std::uint8_t* __restrict y) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow) {
+        std::uint8_t* __restrict out = y + ((n * Ho + oh) * Wo + ow) * C;
+        const std::int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
+#if HWY_TARGET != HWY_SCALAR
+        const bool inside = h0 >= 0 && h0 + kh <= H && w0 >= 0 && w0 + kw <= W;
+        const hn::CappedTag<std::uint8_t, 16> d;
+        if (inside && hn::Lanes(d) == 16 && C >= 16) {
+          const std::uint8_t* in = x + ((n * H + h0) * W + w0) * C;
+          for (std::int64_t c = 0;; c += 16) {
+            if (c + 16 > C) c = C - 16;
+            auto v = hn::LoadU(d, in + c);
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j)
+                v = hn::Max(v, hn::LoadU(d, in + (i * W + j) * C + c));
+            hn::StoreU(v, d, out + c);
+            if (c + 16 == C) break;
+          }
+          continue;
+        }
+#endif
+        for (std::int64_t c = 0; c < C; ++c) out[c] = 0;
+        for (std::int64_t i = 0; i < kh; ++i) {
+          const std::int64_t h = h0 + i;
+          if (h < 0 || h >= H) continue;
+          for (std::int64_t j = 0; j < kw; ++j) {
+            const std::int64_t w = w0 + j;
+            if (w < 0 || w >= W) continue;
+            const std::uint8_t* __restrict in = x + ((n * H + h) * W + w) * C;
+            for (std::int64_t c = 0; c < C; ++c) out[c] = out[c] > in[c] ? out[c] : in[c];
+          }
+        }
+      }
+}
+
+}  // namespace qat::quant::int8::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <vector>
+
+namespace qat::quant::int8::kernels {
+
+HWY_EXPORT(QuantizeImpl);
+HWY_EXPORT(TransposeImpl);
+HWY_EXPORT(WidenImpl);
+HWY_EXPORT(DequantizeImpl);
+HWY_EXPORT(MaxPoolImpl);
+HWY_EXPORT(MaxPoolNhwcImpl);
+
+void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
+                      std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                      std::int64_t ph, std::int64_t pw, std::int64_t Ho, std::int64_t Wo,
+                      std::uint8_t* y) {
+  QAT_DISPATCH(MaxPoolNhwcImpl)(x, N, H, W, C, kh, kw, sh, sw, ph, pw, Ho, Wo, y);
+}
+
+void transpose_u8(const std::uint8_t* src, std::int64_t rows, std::int64_t cols, std::int64_t lds,
+                  std::uint8_t* dst, std::int64_t ldd) {
+  QAT_DISPATCH(TransposeImpl)(src, rows, cols, lds, dst, ldd);
+}
+void widen_u8_u16(const std::uint8_t* src, std::int64_t n, std::uint16_t* dst) {
+  QAT_DISPATCH(WidenImpl)(src, n, dst);
+}
+void dequantize_u8(const std::uint8_t* q, std::int64_t n, float scale, std::int32_t zp, float* y) {
+  QAT_DISPATCH(DequantizeImpl)(q, n, scale, zp, y);
+}
+void max_pool_u8(const std::uint8_t* x, std::int64_t planes, std::int64_t H, std::int64_t W,
+                 std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t Ho,
+                 std::int64_t Wo, std::uint8_t* y) {
+  thread_local std::vector<std::uint8_t> m;  // the row maxima of one block, kept between calls
+  m.resize(kPoolRows * ((Wo - 1) * sw + kw));
+  QAT_DISPATCH(MaxPoolImpl)(x, planes, H, W, kh, kw, sh, sw, Ho, Wo, y, m.data());
+}
+
+void quantize_u8(const float* x, std::int64_t n, float inv, float zp, float lo, float hi,
+                 std::uint8_t* q) {
+  QAT_DISPATCH(QuantizeImpl)(x, n, inv, zp, lo, hi, q);
+}
+
+}  // namespace qat::quant::int8::kernels
+#endif  // HWY_ONCE
