@@ -265,11 +265,27 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   // images per chunk: padded input and output of about 256 KiB
   const std::int64_t chunk =
       std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
-  // + 64: the implicit GEMM reads a few elements past a run
-  std::vector<std::uint8_t> xpad(chunk * img + 64), yt(out_nhwc_ ? 0 : chunk * P * O);
-  std::vector<std::uint16_t> xwide(eb == 2 ? chunk * img + 32 : 0);
+  // The calling thread's buffers, kept between forwards (no allocation in steady state).
+  struct Scratch {
+    std::vector<std::uint8_t> xpad, yt;
+    std::vector<std::uint16_t> xwide;
+    std::vector<std::int64_t> row_off, piece_off;
+  };
+  thread_local Scratch scratch;
+  Scratch& sc = scratch;  // captured by the parallel lambdas: this thread's instance
+  auto& xpad = sc.xpad;
+  auto& yt = sc.yt;
+  auto& xwide = sc.xwide;
+  auto& row_off = sc.row_off;
+  auto& piece_off = sc.piece_off;
+  // + 64: the implicit GEMM reads a few elements past a run; zx fills the borders (the
+  // interiors are overwritten)
+  xpad.assign(chunk * img + 64, static_cast<std::uint8_t>(zx));
+  yt.resize(out_nhwc_ ? 0 : chunk * P * O);
+  xwide.resize(eb == 2 ? chunk * img + 32 : 0);
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : xpad.data();
-  std::vector<std::int64_t> row_off(chunk * P), piece_off(pieces);
+  row_off.resize(chunk * P);
+  piece_off.resize(pieces);
   for (std::int64_t i = 0; i < chunk; ++i)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
       for (std::int64_t ow = 0; ow < Wo; ++ow)
@@ -277,11 +293,11 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   for (std::int64_t r = 0; r < kh; ++r)
     for (std::int64_t j = 0; j < (runs ? 1 : kw); ++j)
       piece_off[runs ? r : r * kw + j] = (r * dh * Wp + j * dw) * C * eb;
-  std::memset(xpad.data(), zx, xpad.size());  // the borders; the interiors are overwritten
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
-      std::vector<std::uint8_t> hwc(in_nhwc_ ? 0 : C * H * W);
+      thread_local std::vector<std::uint8_t> hwc;  // the executing thread's image (C, H, W)^T
+      hwc.resize(in_nhwc_ ? 0 : C * H * W);
       for (std::int64_t i = i0; i < i1; ++i) {  // xi[(h + ph, w + pw, c)] = x[n, c, h, w]
         const std::uint8_t* src = px + (n0 + i) * C * H * W;
         if (!in_nhwc_) int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
