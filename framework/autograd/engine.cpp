@@ -28,7 +28,17 @@ Node::~Node() {
 
 namespace qat::autograd {
 
+namespace {
+thread_local OpObserver* g_op_observer = nullptr;
+}
+
+OpObserverGuard::OpObserverGuard(OpObserver* observer) : prev_(g_op_observer) {
+  g_op_observer = observer;
+}
+OpObserverGuard::~OpObserverGuard() { g_op_observer = prev_; }
+
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward) {
+  if (g_op_observer) g_op_observer->on_op(name, inputs, out);
   bool needed = GradMode::is_enabled();
   if (needed) {
     needed = false;

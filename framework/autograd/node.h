@@ -32,8 +32,28 @@ bool should_record(const Ts&... inputs) {
   return GradMode::is_enabled() && ((inputs.defined() && inputs.requires_grad()) || ...);
 }
 
-/// Attaches `backward` to `out` as op `name` on `inputs`, if should_record(inputs...).
+/// Attaches `backward` to `out` as op `name` on `inputs`, if should_record(inputs...). Every
+/// op calls it, recorded or not, so an OpObserver sees every op (graph capture).
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward);
+
+/// Sees every op on this thread, forward-only ones included (graph capture, see nn/graph.h).
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void on_op(const char* name, const std::vector<Tensor>& inputs, const Tensor& output) = 0;
+};
+
+/// RAII: installs `observer` for ops on this thread; restores the previous one.
+class OpObserverGuard {
+ public:
+  explicit OpObserverGuard(OpObserver* observer);
+  ~OpObserverGuard();
+  OpObserverGuard(const OpObserverGuard&) = delete;
+  OpObserverGuard& operator=(const OpObserverGuard&) = delete;
+
+ private:
+  OpObserver* prev_;
+};
 
 }  // namespace autograd
 }  // namespace qat

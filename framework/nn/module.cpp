@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <iomanip>
 #include <sstream>
 
@@ -11,9 +12,9 @@ std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-template <class List>
-auto find_named(List& list, const std::string& name) {
-  return std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.first == name; });
+template <class List, class Key>
+auto find_named(List& list, const Key& key) {
+  return std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.first == key; });
 }
 
 // Depth-first walk over (dotted prefix, module) pairs, without recursion.
@@ -30,6 +31,59 @@ void walk(const Module& root, F visit) {
   }
 }
 }  // namespace
+
+namespace {
+thread_local CallObserver* g_call_observer = nullptr;
+std::int64_t next_hook_handle() {
+  static std::atomic<std::int64_t> next{1};
+  return next++;
+}
+}  // namespace
+
+CallObserverGuard::CallObserverGuard(CallObserver* observer) : prev_(g_call_observer) {
+  g_call_observer = observer;
+}
+CallObserverGuard::~CallObserverGuard() { g_call_observer = prev_; }
+CallObserver* CallObserverGuard::current() { return g_call_observer; }
+
+Tensor Module::operator()(const Tensor& x) {
+  if (pre_hooks_.empty() && hooks_.empty() && !g_call_observer) return forward(x);
+  return call({x}, [&] { return forward(x); });
+}
+
+Tensor Module::call(const std::vector<Tensor>& inputs, const std::function<Tensor()>& body) {
+  CallObserver* observer = g_call_observer;
+  for (const auto& [h, hook] : pre_hooks_) hook(*this, inputs);
+  if (observer) observer->enter(*this, inputs);
+  Tensor out = body();
+  for (const auto& [h, hook] : hooks_) hook(*this, inputs, out);
+  if (observer) observer->exit(*this, inputs, out);
+  return out;
+}
+
+std::int64_t Module::register_forward_pre_hook(ForwardPreHook hook) {
+  QAT_REQUIRE(hook != nullptr, "Module::register_forward_pre_hook", "empty hook on ", type_name_);
+  const std::int64_t h = next_hook_handle();
+  pre_hooks_.emplace_back(h, std::move(hook));
+  return h;
+}
+
+std::int64_t Module::register_forward_hook(ForwardHook hook) {
+  QAT_REQUIRE(hook != nullptr, "Module::register_forward_hook", "empty hook on ", type_name_);
+  const std::int64_t h = next_hook_handle();
+  hooks_.emplace_back(h, std::move(hook));
+  return h;
+}
+
+bool Module::remove_hook(std::int64_t handle) {
+  auto drop = [&](auto& list) {
+    auto it = find_named(list, handle);
+    if (it == list.end()) return false;
+    list.erase(it);
+    return true;
+  };
+  return drop(pre_hooks_) || drop(hooks_);
+}
 
 void Module::check_new_name(const std::string& name, const char* fn) const {
   QAT_REQUIRE(!name.empty() && name.find('.') == std::string::npos, fn, "invalid name '", name,

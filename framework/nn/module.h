@@ -1,4 +1,6 @@
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -9,10 +11,40 @@
 namespace qat::nn {
 
 class Module;
+template <class M = Module>
+class Child;
 using ModulePtr = std::shared_ptr<Module>;
 using NamedModules = std::vector<std::pair<std::string, ModulePtr>>;
 /// Non-owning view of a module tree: (dotted name, module), the root named "".
 using ModuleRefs = std::vector<std::pair<std::string, Module*>>;
+
+/// Called before a module's forward with its inputs (PyTorch's forward pre-hook).
+using ForwardPreHook = std::function<void(Module& module, const std::vector<Tensor>& inputs)>;
+/// Called after a module's forward; may replace `output` (PyTorch's forward hook).
+using ForwardHook =
+    std::function<void(Module& module, const std::vector<Tensor>& inputs, Tensor& output)>;
+
+/// Sees every module call on this thread (graph capture, see nn/graph.h). At most one is
+/// installed at a time, through CallObserverGuard.
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  virtual void enter(Module& module, const std::vector<Tensor>& inputs) = 0;
+  virtual void exit(Module& module, const std::vector<Tensor>& inputs, const Tensor& output) = 0;
+};
+
+/// RAII: installs `observer` for module calls on this thread; restores the previous one.
+class CallObserverGuard {
+ public:
+  explicit CallObserverGuard(CallObserver* observer);
+  ~CallObserverGuard();
+  CallObserverGuard(const CallObserverGuard&) = delete;
+  CallObserverGuard& operator=(const CallObserverGuard&) = delete;
+  static CallObserver* current();
+
+ private:
+  CallObserver* prev_;
+};
 
 /// Base of every layer. Constructors register their parameters, buffers and children by name;
 /// the recursive `named_*()` views give dotted names ("features.0.weight") that checkpoints,
@@ -25,7 +57,9 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// Calls forward(x) with the hooks and the call observer around it. Parents call their
+  /// children this way (never forward() directly), so hooks and graph capture see every call.
+  Tensor operator()(const Tensor& x);
 
   /// The layer's kind, e.g. "Linear" (used by type rules in the QAT registry).
   const std::string& type_name() const { return type_name_; }
@@ -39,6 +73,13 @@ class Module {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
     return module;
+  }
+  /// Registers `module` as child `name` and returns a handle that follows replacement (Child);
+  /// the way to keep children as members in a custom module.
+  template <class Handle = Module, class M = Module>
+  Child<Handle> register_child(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, std::move(module));
+    return Child<Handle>(this, name);
   }
 
   // ---- lookup ----------------------------------------------------------------------------
@@ -63,6 +104,17 @@ class Module {
   /// Swaps the direct child `name` for `module` (used by prepare_qat and convert).
   void replace_child(const std::string& name, ModulePtr module);
 
+  // ---- hooks ---------------------------------------------------------------------------
+  /// Registers a hook on this module; returns a handle for remove_hook. Hooks run in the order
+  /// registered, on every call through operator().
+  std::int64_t register_forward_pre_hook(ForwardPreHook hook);
+  std::int64_t register_forward_hook(ForwardHook hook);
+  /// Removes a hook by handle; returns false if there is none.
+  bool remove_hook(std::int64_t handle);
+  /// Whether graph capture treats a call as one step (true for a module without children;
+  /// QAT layers and quantizers, whose children are their own internals, override it).
+  virtual bool is_atomic() const { return children_.empty(); }
+
   // ---- modes and helpers -----------------------------------------------------------------
   /// Sets training mode on this module and all descendants.
   virtual void train(bool on = true);
@@ -76,6 +128,10 @@ class Module {
   std::string summary() const;
 
  protected:
+  /// Runs `body` (the forward computation over `inputs`) with hooks and the call observer
+  /// around it: operator() for one input, multi-input modules (quant::Add) for several.
+  Tensor call(const std::vector<Tensor>& inputs, const std::function<Tensor()>& body);
+
   bool training_ = true;
 
  private:
@@ -86,6 +142,47 @@ class Module {
   NamedTensors parameters_;
   NamedTensors buffers_;
   NamedModules children_;
+  std::vector<std::pair<std::int64_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<std::int64_t, ForwardHook>> hooks_;
+};
+
+/// A typed handle to a child that follows replacement: it looks the child up by name at each
+/// use, so after prepare_qat / convert swap `fc` for its QAT or int8 version, calls through the
+/// handle reach the new module (a plain shared_ptr member would keep the old one).
+///
+///   class Net : public nn::Module {
+///     nn::Child<> fc_ = register_child("fc", std::make_shared<nn::Linear>(784, 10));
+///     Tensor forward(const Tensor& x) override { return fc_(x); }
+///   };
+template <class M>
+class Child {
+ public:
+  Child() = default;
+  Child(Module* parent, std::string name) : parent_(parent), name_(std::move(name)) {}
+
+  /// The current child as M; throws naming both types if it was replaced by something else.
+  std::shared_ptr<M> get() const {
+    QAT_REQUIRE(parent_ != nullptr, "nn::Child::get", "empty child handle");
+    ModulePtr m = parent_->child(name_);
+    auto typed = std::dynamic_pointer_cast<M>(m);
+    QAT_REQUIRE(typed != nullptr, "nn::Child::get", "child '", name_, "' of ", parent_->type_name(),
+                " is now a ", m->type_name(),
+                ", not the type this handle was declared with (declare it as nn::Child<> to call "
+                "whatever module is there)");
+    return typed;
+  }
+  M* operator->() const { return get().get(); }
+  M& operator*() const { return *get(); }
+  /// Calls the current child (through operator(), so hooks and graph capture see it).
+  template <class... Args>
+  Tensor operator()(const Args&... inputs) const {
+    return (*get())(inputs...);
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  Module* parent_ = nullptr;
+  std::string name_;
 };
 
 }  // namespace qat::nn

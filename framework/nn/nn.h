@@ -5,5 +5,6 @@
 #include "framework/nn/conv.h"
 #include "framework/nn/init.h"
 #include "framework/nn/linear.h"
+#include "framework/nn/graph.h"
 #include "framework/nn/module.h"
 #include "framework/nn/sequential.h"

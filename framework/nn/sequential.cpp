@@ -21,7 +21,7 @@ Sequential& Sequential::push_back(const std::string& name, ModulePtr module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [name, m] : named_children()) h = m->forward(h);
+  for (const auto& [name, m] : named_children()) h = (*m)(h);
   return h;
 }
 

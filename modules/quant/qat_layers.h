@@ -22,6 +22,8 @@ class QatLayer : public nn::Module {
   const Tensor& bias() const { return bias_; }
   const std::shared_ptr<Quantizer>& weight_fake_quant() const { return weight_fq_; }
   const std::shared_ptr<Quantizer>& activation_fake_quant() const { return act_fq_; }
+  /// One step in a captured graph (its quantizers and fused batch norm are internals).
+  bool is_atomic() const override { return true; }
 
  protected:
   QatLayer(std::string type, const Tensor& weight, const Tensor& bias, bool fused_relu);

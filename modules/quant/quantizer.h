@@ -25,6 +25,14 @@ class Quantizer : public nn::Module {
   virtual QParams qparams() const = 0;
   /// The observer child ("activation_post_process"), or null.
   virtual Observer* observer() const { return nullptr; }
+  /// Whether the qparams come from data: the observer recorded at least one batch (in training,
+  /// calibration, or a loaded checkpoint). convert refuses quantizers that were never calibrated.
+  virtual bool calibrated() const {
+    const Observer* o = observer();
+    return o == nullptr || o->has_observed();
+  }
+  /// A quantizer is one step in a captured graph (its observer is an internal detail).
+  bool is_atomic() const override { return true; }
 
   void enable_fake_quant(bool on = true) { fake_quant_enabled_.fill_(on ? 1 : 0); }
   void disable_fake_quant() { enable_fake_quant(false); }
