@@ -1,0 +1,107 @@
+#pragma once
+// Quantizable multi-input ops as modules (PyTorch's FloatFunctional / QFunctional): a custom
+// model's skip connection `x + f(x)` goes through an Add module, so its output gets an
+// activation quantizer in QAT (child "activation_post_process", given by prepare_qat from the
+// registry rule for its type) and an int8 version after convert. Hold them as
+// nn::Child<quant::Functional> to call them with two inputs:
+//
+//   nn::Child<quant::Functional> skip_ = register_child<quant::Functional>(
+//       "skip", std::make_shared<quant::Add>());
+//   Tensor forward(const Tensor& x) override { return skip_(x, body_(x)); }
+#include <memory>
+#include <vector>
+
+#include "framework/nn/module.h"
+#include "modules/quant/quantized_layers.h"
+#include "modules/quant/quantizer.h"
+
+namespace qat::quant {
+
+/// Base of the float/QAT functional ops and of their int8 versions.
+class Functional : public nn::Module {
+ public:
+  using nn::Module::operator();
+  /// Two-input call (add, mul, add_relu, a two-tensor cat), seen by hooks and graph capture.
+  Tensor operator()(const Tensor& a, const Tensor& b);
+  /// Any number of inputs (cat).
+  Tensor operator()(const std::vector<Tensor>& inputs);
+  /// One input is an error naming the module type ("Add takes 2 inputs, call it as op(a, b)").
+  Tensor forward(const Tensor& x) override;
+  bool is_atomic() const override { return true; }
+  /// How many inputs the op takes; -1: any number >= 1 (cat).
+  virtual int arity() const { return 2; }
+
+ protected:
+  explicit Functional(std::string type_name) : nn::Module(std::move(type_name)) {}
+  /// The computation over the (already arity-checked) inputs.
+  virtual Tensor apply(const std::vector<Tensor>& inputs) = 0;
+};
+
+/// Float / QAT functional op: computes in float, then the output quantizer (if prepared).
+class FloatFunctional : public Functional {
+ public:
+  /// The output quantizer (null until prepare_qat gives it one).
+  const std::shared_ptr<Quantizer>& quantizer() const { return quantizer_; }
+  /// Registers `q` as child "activation_post_process" (prepare_qat); once.
+  void set_quantizer(std::shared_ptr<Quantizer> q);
+  /// The int8 module that replaces this one after convert, with output quantization `output`
+  /// (inputs are requantized from whatever quantization they carry).
+  virtual nn::ModulePtr quantized(const ActivationQuant& output) const = 0;
+
+ protected:
+  using Functional::Functional;
+  Tensor apply(const std::vector<Tensor>& inputs) final;
+  /// The float math.
+  virtual Tensor compute(const std::vector<Tensor>& inputs) const = 0;
+
+ private:
+  std::shared_ptr<Quantizer> quantizer_;
+};
+
+/// y = a + b (broadcasting as qat::add). Type "Add".
+class Add : public FloatFunctional {
+ public:
+  Add() : FloatFunctional("Add") {}
+  nn::ModulePtr quantized(const ActivationQuant& output) const override;
+
+ protected:
+  Tensor compute(const std::vector<Tensor>& in) const override;
+};
+
+/// y = relu(a + b). Type "AddReLU".
+class AddReLU : public FloatFunctional {
+ public:
+  AddReLU() : FloatFunctional("AddReLU") {}
+  nn::ModulePtr quantized(const ActivationQuant& output) const override;
+
+ protected:
+  Tensor compute(const std::vector<Tensor>& in) const override;
+};
+
+/// y = a * b. Type "Mul".
+class Mul : public FloatFunctional {
+ public:
+  Mul() : FloatFunctional("Mul") {}
+  nn::ModulePtr quantized(const ActivationQuant& output) const override;
+
+ protected:
+  Tensor compute(const std::vector<Tensor>& in) const override;
+};
+
+/// Concatenation along `dim`. Type "Cat".
+class Cat : public FloatFunctional {
+ public:
+  explicit Cat(int dim = 1) : FloatFunctional("Cat"), dim_(dim) {}
+  int arity() const override { return -1; }
+  int dim() const { return dim_; }
+  nn::ModulePtr quantized(const ActivationQuant& output) const override;
+  std::string extra_repr() const override;
+
+ protected:
+  Tensor compute(const std::vector<Tensor>& in) const override;
+
+ private:
+  int dim_;
+};
+
+}  // namespace qat::quant
