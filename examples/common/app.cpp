@@ -247,7 +247,7 @@ int run_program(Options o, const ModelFactory& factory) {
 
   quant::PrepareReport prepared;
   nn::ModulePtr model = build_model(o, factory, &prepared);
-  if (int8_file) quant::convert(*model);
+  if (int8_file) quant::convert(*model, {.require_calibrated = false});  // the file brings the qparams
   if (from)
     io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
 

@@ -13,7 +13,15 @@ struct ConvertedLayer {
 
 struct ConvertReport {
   std::vector<ConvertedLayer> layers;
+  std::vector<std::string> notes;  ///< e.g. the model returns int8 values
+  /// Aligned table of `layers`, then one "note: ..." line per note.
   std::string table() const;
+};
+
+struct ConvertOptions {
+  /// Every quantizer must have observed data (trained or calibrated). false builds the int8
+  /// structure from fresh quantizers, for loading an int8 checkpoint into it.
+  bool require_calibrated = true;
 };
 
 /// Turns a prepared (and trained) QAT model into an integer inference model, in place
@@ -28,6 +36,18 @@ struct ConvertReport {
 /// execution order. Everything is checked and built first: an unsupported layer or spec (FP8,
 /// per-block, > 8 bits, a float layer inside the quantized region, a layer with no output
 /// quantizer) throws an error naming the layer and leaves the model unchanged.
-ConvertReport convert(nn::Module& model);
+/// Throws, naming the layer, when a quantizer never observed data (an untrained or uncalibrated
+/// model), and when the model was never prepared (or is converted already).
+ConvertReport convert(nn::Module& model, const ConvertOptions& options = {});
+
+/// The same for any Module tree and forward function: the model is traced once on
+/// `example_input` (nn::trace) and the quantization of every value follows the data flow, through
+/// branches, skips and reused modules. QuantStub starts a quantized region, DeQuantStub ends it;
+/// QAT layers, functional ops (quant::Add, ...) and pass-through modules (ReLU, MaxPool2d,
+/// Dropout, Flatten, Identity, reshape ops) get int8 versions; a float module or op reading int8
+/// values, a QAT layer reading float values, or a module called on differently quantized inputs
+/// is an error naming it, and the model is left unchanged.
+ConvertReport convert(nn::Module& model, const Tensor& example_input,
+                      const ConvertOptions& options = {});
 
 }  // namespace qat::quant

@@ -31,8 +31,19 @@ std::string QatLayer::quant_repr() const {
 
 QuantLinear::QuantLinear(const nn::Linear& source, std::shared_ptr<Quantizer> weight_fake_quant,
                          std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : QatLayer(fused_relu ? "LinearReLU" : "QuantLinear", source.weight(), source.bias(), fused_relu) {
+    : QuantLinear(source.weight(), source.bias(), std::move(weight_fake_quant),
+                  std::move(activation_fake_quant), fused_relu) {}
+
+QuantLinear::QuantLinear(const Tensor& weight, const Tensor& bias,
+                         std::shared_ptr<Quantizer> weight_fake_quant,
+                         std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : QatLayer(fused_relu ? "LinearReLU" : "QuantLinear", weight, bias, fused_relu) {
   set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
+}
+
+std::shared_ptr<QatLayer> QuantLinear::with_quantizers(std::shared_ptr<Quantizer> w,
+                                                       std::shared_ptr<Quantizer> a) const {
+  return std::make_shared<QuantLinear>(weight_, bias_, std::move(w), std::move(a), fused_relu_);
 }
 
 Tensor QuantLinear::forward(const Tensor& x) {
@@ -48,9 +59,19 @@ std::string QuantLinear::extra_repr() const {
 
 QuantConv2d::QuantConv2d(const nn::Conv2d& source, std::shared_ptr<Quantizer> weight_fake_quant,
                          std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : QatLayer(fused_relu ? "ConvReLU2d" : "QuantConv2d", source.weight(), source.bias(), fused_relu),
-      params_(source.params()) {
+    : QuantConv2d(source.weight(), source.bias(), source.params(), std::move(weight_fake_quant),
+                  std::move(activation_fake_quant), fused_relu) {}
+
+QuantConv2d::QuantConv2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
+                         std::shared_ptr<Quantizer> weight_fake_quant,
+                         std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : QatLayer(fused_relu ? "ConvReLU2d" : "QuantConv2d", weight, bias, fused_relu), params_(params) {
   set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
+}
+
+std::shared_ptr<QatLayer> QuantConv2d::with_quantizers(std::shared_ptr<Quantizer> w,
+                                                       std::shared_ptr<Quantizer> a) const {
+  return std::make_shared<QuantConv2d>(weight_, bias_, params_, std::move(w), std::move(a), fused_relu_);
 }
 
 Tensor QuantConv2d::forward(const Tensor& x) {
@@ -66,14 +87,28 @@ std::string QuantConv2d::extra_repr() const {
 ConvBn2d::ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
                    std::shared_ptr<Quantizer> weight_fake_quant,
                    std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
-    : QatLayer(fused_relu ? "ConvBnReLU2d" : "ConvBn2d", conv.weight(), conv.bias(), fused_relu),
-      params_(conv.params()) {
-  QAT_REQUIRE(bn != nullptr && bn->num_features() == conv.out_channels() && bn->weight().defined(),
-              type_name(), "needs an affine BatchNorm2d over the conv's ", conv.out_channels(),
+    : ConvBn2d(conv.weight(), conv.bias(), conv.params(), std::move(bn), std::move(weight_fake_quant),
+               std::move(activation_fake_quant), fused_relu) {}
+
+ConvBn2d::ConvBn2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
+                   std::shared_ptr<nn::BatchNorm2d> bn, std::shared_ptr<Quantizer> weight_fake_quant,
+                   std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu)
+    : QatLayer(fused_relu ? "ConvBnReLU2d" : "ConvBn2d", weight, bias, fused_relu), params_(params) {
+  QAT_REQUIRE(bn != nullptr && bn->num_features() == weight.size(0) && bn->weight().defined(),
+              type_name(), "needs an affine BatchNorm2d over the conv's ", weight.size(0),
               " output channels");
   freeze_bn_ = register_buffer("freeze_bn", Tensor::zeros(Shape{1}, DType::UInt8));
   bn_ = register_module("bn", std::move(bn));
   set_quantizers(std::move(weight_fake_quant), std::move(activation_fake_quant));
+}
+
+std::shared_ptr<QatLayer> ConvBn2d::with_quantizers(std::shared_ptr<Quantizer> w,
+                                                    std::shared_ptr<Quantizer> a) const {
+  auto out =
+      std::make_shared<ConvBn2d>(weight_, bias_, params_, bn_, std::move(w), std::move(a), fused_relu_);
+  out->freeze_bn_.copy_(freeze_bn_);
+  out->train(is_training());
+  return out;
 }
 
 // f = gamma / sqrt(running_var + eps);  y = bn(conv(x, W_fq(W f), 0) / f + b)

@@ -155,4 +155,12 @@ QConfigRegistry::Resolution QConfigRegistry::resolve(const std::string& module_n
   return {global_, "global"};
 }
 
+std::vector<std::string> QConfigRegistry::rules() const {
+  std::vector<std::string> out;
+  for (const auto& [name, config] : by_name_) out.push_back("name " + name);
+  for (const auto& [pattern, config] : by_glob_) out.push_back("glob " + pattern);
+  for (const auto& [type, config] : by_type_) out.push_back("type " + type);
+  return out;
+}
+
 }  // namespace qat::quant

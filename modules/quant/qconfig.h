@@ -79,6 +79,8 @@ class QConfigRegistry {
   };
   /// Which config a module gets, and by which rule.
   Resolution resolve(const std::string& module_name, const std::string& type_name) const;
+  /// Every name, glob and type rule, labelled as Resolution::rule labels them ("name fc1", ...).
+  std::vector<std::string> rules() const;
 
  private:
   void require_config(const std::string& config) const;

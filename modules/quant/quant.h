@@ -3,6 +3,8 @@
 #include "modules/quant/analysis.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/functional.h"
+#include "modules/quant/fuse.h"
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/learnable_quantizer.h"
 #include "modules/quant/observer.h"

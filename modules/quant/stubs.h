@@ -15,6 +15,7 @@ class QuantStub : public nn::Module {
   explicit QuantStub(std::shared_ptr<Quantizer> quantizer);
   Tensor forward(const Tensor& x) override { return quantizer_ ? quantizer_->forward(x) : x; }
   const std::shared_ptr<Quantizer>& quantizer() const { return quantizer_; }
+  bool is_atomic() const override { return true; }
 
  private:
   std::shared_ptr<Quantizer> quantizer_;

@@ -220,11 +220,11 @@ BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
   auto with_avg =
       std::make_shared<nn::Sequential>(nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
                                                         {"conv", std::make_shared<nn::Conv2d>(1, 2, 3)},
-                                                        {"avg", std::make_shared<nn::AvgPool2d>(2)},
+                                                        {"bn", std::make_shared<nn::BatchNorm2d>(2)},
                                                         {"dequant", std::make_shared<DeQuantStub>()}});
-  prepare_qat(*with_avg, reg);
-  BOOST_TEST(error_of([&] { convert(*with_avg); }) ==
-             "convert: layer 'avg' (AvgPool2d) inside the quantized region has no int8 version; end the "
+  prepare_qat(*with_avg, reg, PrepareOptions{.fuse = false});
+  BOOST_TEST(error_of([&] { convert(*with_avg, {.require_calibrated = false}); }) ==
+             "convert: layer 'bn' (BatchNorm2d) inside the quantized region has no int8 version; end the "
              "region with a DeQuantStub before it");
   BOOST_TEST(with_avg->child("conv")->type_name() == "QuantConv2d");  // unchanged
 
@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
   fp8.set_global("fp8_e4m3");
   nn::ModulePtr m = mlp();
   prepare_qat(*m, fp8);
-  BOOST_TEST(error_of([&] { convert(*m); }).find("is not supported by the int8 backend") !=
+  BOOST_TEST(error_of([&] { convert(*m, {.require_calibrated = false}); }).find("is not supported by the int8 backend") !=
              std::string::npos);
 }
 
@@ -280,7 +280,15 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_round_trip_and_size) {
   // a fresh prepared + converted model (untrained qparams) takes the file strictly
   nn::ModulePtr fresh = build();
   prepare_qat(*fresh, reg);
-  convert(*fresh);
+  BOOST_TEST(error_of([&] { convert(*build()); }) ==
+             "convert: the model has no quantizers: call prepare_qat (then train, or calibrate with "
+             "quant::calibrate) before convert");
+  BOOST_TEST(error_of([&] { convert(*fresh); }) ==
+             "convert: layer 'quant': its output quantizer never observed data (train the model, or "
+             "calibrate it with quant::calibrate, before convert)");
+  convert(*fresh, {.require_calibrated = false});
+  BOOST_TEST(error_of([&] { convert(*fresh); }).find("the model is converted already") !=
+             std::string::npos);
   io::load_into(*fresh, path);
   Generator gen(12);
   const Tensor x = Tensor::uniform(Shape{50, 2, 8, 8}, 0, 1, gen);
@@ -309,7 +317,7 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_is_small) {
   nn::ModulePtr q = build();
   QConfigRegistry reg;
   prepare_qat(*q, reg);
-  convert(*q);
+  convert(*q, {.require_calibrated = false});
   const double ratio =
       double(io::to_bytes(io::capture(*q)).size()) / double(io::to_bytes(io::capture(*build())).size());
   BOOST_TEST_MESSAGE("int8 / fp32 checkpoint size: " << ratio);
