@@ -88,6 +88,11 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// One input of the model's shape: prepare_qat and convert trace the model's forward on it.
+Tensor example_input(const ModelFactory& factory) {
+  return factory.flatten_input ? Tensor::zeros(Shape{1, 784}) : Tensor::zeros(Shape{1, 1, 28, 28});
+}
+
 // The float model, prepared for QAT when `o.mode` says so; `report` receives prepare's report.
 nn::ModulePtr build_model(const Options& o, const ModelFactory& factory,
                           quant::PrepareReport* report = nullptr) {
@@ -96,7 +101,7 @@ nn::ModulePtr build_model(const Options& o, const ModelFactory& factory,
     quant::QConfigRegistry registry;
     registry.set_global(o.qconfig);
     for (const std::string& rule : o.rules) add_rule(registry, rule);
-    const quant::PrepareReport r = quant::prepare_qat(*model, registry);
+    const quant::PrepareReport r = quant::prepare_qat(*model, registry, example_input(factory));
     if (report) *report = r;
   }
   return model;
@@ -247,7 +252,7 @@ int run_program(Options o, const ModelFactory& factory) {
 
   quant::PrepareReport prepared;
   nn::ModulePtr model = build_model(o, factory, &prepared);
-  if (int8_file) quant::convert(*model, {.require_calibrated = false});  // the file brings the qparams
+  if (int8_file) quant::convert(*model, example_input(factory), {.require_calibrated = false});  // the file brings the qparams
   if (from)
     io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
 
@@ -340,7 +345,7 @@ int run_program(Options o, const ModelFactory& factory) {
     io::load_into(*int8_model, io::capture(*model));
     std::optional<quant::ConvertReport> conv;
     try {
-      conv = quant::convert(*int8_model);
+      conv = quant::convert(*int8_model, example_input(factory));
     } catch (const Error& e) {  // e.g. FP8 or per-block configs: no int8 backend for them
       std::cerr << "no int8 model: " << e.what() << "\n";
       js << ", \"int8\": \"not convertible\"";
