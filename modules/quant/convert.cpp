@@ -295,6 +295,9 @@ struct GraphConverter {
 
   const nn::GraphNode& node(int id) const { return g.nodes[static_cast<std::size_t>(id)]; }
   std::string label(int id) const {
+    // an absorbed (Identity) module stands for the layer it was fused into
+    while (node(id).type == "Identity" && node(id).inputs.size() == 1 && node(id).inputs[0] >= 0)
+      id = node(id).inputs[0];
     const nn::GraphNode& n = node(id);
     if (n.kind == nn::GraphNode::Kind::Input) return "the model input";
     if (n.kind == nn::GraphNode::Kind::Op) return "op '" + n.type + "' in " + g.scope_of(id);
