@@ -101,7 +101,11 @@ bool natural_less(const std::string& a, const std::string& b) {
   return a.size() - i < b.size() - j;
 }
 
-std::vector<Layer> layers_of(const std::map<std::string, std::string>& metadata) {
+// In model order as far as the file tells: by the position of each layer's last tensor (a model's
+// buffers, which every quantizer has, are saved in module order after all parameters); layers
+// without tensors last, by name.
+std::vector<Layer> layers_of(const io::Checkpoint& ckpt) {
+  const std::map<std::string, std::string>& metadata = ckpt.metadata;
   std::map<std::string, Layer> layers;
   for (const auto& [key, value] : metadata) {
     if (!starts_with(key, "qconfig.")) continue;
@@ -130,8 +134,17 @@ std::vector<Layer> layers_of(const std::map<std::string, std::string>& metadata)
   }
   std::vector<Layer> out;
   for (auto& [name, l] : layers) out.push_back(std::move(l));
-  std::sort(out.begin(), out.end(),
-            [](const Layer& a, const Layer& b) { return natural_less(a.name, b.name); });
+  std::map<std::string, std::size_t> last;
+  for (const Layer& l : out)
+    for (std::size_t i = 0; i < ckpt.tensors.size(); ++i)
+      if (starts_with(ckpt.tensors[i].first, l.name + ".")) last[l.name] = i;
+  auto rank = [&](const Layer& l) {
+    const auto it = last.find(l.name);
+    return it == last.end() ? ckpt.tensors.size() : it->second;
+  };
+  std::sort(out.begin(), out.end(), [&](const Layer& a, const Layer& b) {
+    return rank(a) != rank(b) ? rank(a) < rank(b) : natural_less(a.name, b.name);
+  });
   for (auto& l : out)
     std::sort(l.quant.begin(), l.quant.end(),
               [](const auto& a, const auto& b) { return natural_less(a.first, b.first); });
@@ -245,7 +258,7 @@ void print_text(std::ostream& os, const Inspection& in) {
     if (!starts_with(key, "qconfig.") && !starts_with(key, "quant.")) meta.push_back({key, value});
   os << "\nmetadata (" << c.metadata.size() << " entries)\n" << table(meta);
 
-  const std::vector<Layer> layers = layers_of(c.metadata);
+  const std::vector<Layer> layers = layers_of(c);
   if (!layers.empty()) {
     std::vector<std::vector<std::string>> lrows{{"layer", "config", "rule", "quantizer", "spec"}};
     for (const auto& l : layers) {
@@ -365,7 +378,7 @@ void print_json(std::ostream& os, const Inspection& in) {
        << ", \"inf\": " << s.inf << "}";
   }
   os << "],\n \"metadata\": " << jobject(c.metadata, jstr) << ",\n \"layers\": [";
-  const std::vector<Layer> layers = layers_of(c.metadata);
+  const std::vector<Layer> layers = layers_of(c);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     std::string quant = "{";
