@@ -256,9 +256,11 @@ void print_text(std::ostream& os, const Inspection& in) {
   std::vector<std::vector<std::string>> meta;
   for (const auto& [key, value] : c.metadata)
     if (!starts_with(key, "qconfig.") && !starts_with(key, "quant.")) meta.push_back({key, value});
-  os << "\nmetadata (" << c.metadata.size() << " entries)\n" << table(meta);
-
   const std::vector<Layer> layers = layers_of(c);
+  os << "\nmetadata (" << c.metadata.size() << " entries"
+     << (layers.empty() ? "" : "; qconfig.* and quant.* in the layer table") << ")\n"
+     << table(meta);
+
   if (!layers.empty()) {
     std::vector<std::vector<std::string>> lrows{{"layer", "config", "rule", "quantizer", "spec"}};
     for (const auto& l : layers) {
@@ -336,10 +338,11 @@ std::string jstr(const std::string& s) {
 }
 
 // The shortest text that reads back as `v`; null for NaN and infinities (JSON has none).
-std::string jnum(double v) {
+std::string jnum(double v, bool as_float = false) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  const auto r = as_float ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                          : std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
 
@@ -369,12 +372,13 @@ void print_json(std::ostream& os, const Inspection& in) {
   for (std::size_t i = 0; i < c.tensors.size(); ++i) {
     const auto& [name, t] = c.tensors[i];
     const TensorStats s = stats_of(t);
+    const bool f32 = t.dtype() == DType::Float32;  // shortest text that reads back as the float
     std::string shape = "[";
     for (int d = 0; d < t.dim(); ++d) shape += (d ? ", " : "") + std::to_string(t.size(d));
     os << (i ? ",\n   " : "\n   ") << "{\"name\": " << jstr(name)
        << ", \"dtype\": " << jstr(std::string(dtype_name(t.dtype()))) << ", \"shape\": " << shape
-       << "], \"numel\": " << s.numel << ", \"min\": " << (s.finite ? jnum(s.min) : "null")
-       << ", \"max\": " << (s.finite ? jnum(s.max) : "null") << ", \"nan\": " << s.nan
+       << "], \"numel\": " << s.numel << ", \"min\": " << (s.finite ? jnum(s.min, f32) : "null")
+       << ", \"max\": " << (s.finite ? jnum(s.max, f32) : "null") << ", \"nan\": " << s.nan
        << ", \"inf\": " << s.inf << "}";
   }
   os << "],\n \"metadata\": " << jobject(c.metadata, jstr) << ",\n \"layers\": [";
@@ -390,7 +394,8 @@ void print_json(std::ostream& os, const Inspection& in) {
   os << "],\n \"optimizer\": ";
   if (c.optimizer) {
     const io::OptimizerState& o = *c.optimizer;
-    os << "{\"kind\": " << jstr(o.kind) << ", \"hyperparameters\": " << jobject(o.hyperparameters, jnum)
+    os << "{\"kind\": " << jstr(o.kind)
+       << ", \"hyperparameters\": " << jobject(o.hyperparameters, [](double v) { return jnum(v); })
        << ", \"slots\": " << o.state.size() << ", \"slot_kinds\": "
        << jobject(slot_kinds(o.state), [](std::size_t n) { return std::to_string(n); }) << "}";
   } else {

@@ -201,7 +201,8 @@ BOOST_AUTO_TEST_CASE(text_report_has_every_section) {
   BOOST_TEST(cells(line_starting(o, "fc2.weight_fake_quant.warmup_seen ")) ==
              (Cells{"fc2.weight_fake_quant.warmup_seen", "int64", "[]", "1", "1"}));
   // Metadata outside the layer table, the layer table with each layer's quantizers.
-  BOOST_TEST(contains(o, "metadata (" + std::to_string(c.metadata.size()) + " entries)"));
+  BOOST_TEST(contains(o, "metadata (" + std::to_string(c.metadata.size()) +
+                             " entries; qconfig.* and quant.* in the layer table)"));
   BOOST_TEST(line_starting(o, "model ") == "  model      mlp");
   BOOST_TEST(line_starting(o, "load.hint") == std::string("  load.hint  ") + kQatHint);
   BOOST_TEST(line_starting(o, "qconfig.") == "");  // grouped, not listed
@@ -289,6 +290,12 @@ BOOST_AUTO_TEST_CASE(json_report) {
   BOOST_TEST(contains(
       j, "{\"name\": \"fc2\", \"config\": \"int8_lsq\", \"rule\": \"name fc2\", \"quantizers\": {"));
   BOOST_TEST(contains(j, "\"lr\": 0.01"));
+  // A float32 range as the shortest text that reads back as the same float.
+  const auto wv = tensor_of(c, "fc1.weight").to_vector<float>();
+  const std::size_t at = j.find("\"min\": ", j.find("\"name\": \"fc1.weight\"")) + 7;
+  const std::string min_text = j.substr(at, j.find(',', at) - at);
+  BOOST_TEST(std::strtof(min_text.c_str(), nullptr) == *std::min_element(wv.begin(), wv.end()));
+  BOOST_TEST(min_text.size() <= 15u);
   BOOST_TEST(contains(j, "\"generators\": [\"default\", \"loader\"]"));
 }
 
