@@ -24,6 +24,7 @@
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
+#include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/prepare.h"
 #include "modules/quant/qat_layers.h"
@@ -219,8 +220,8 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
                            const data::DataLoader& loader, int epoch, std::int64_t global_step) {
   io::Checkpoint ckpt = io::capture(model);
   ckpt.metadata = describe(o, f, o.mode);
-  ckpt.metadata.merge(quant::quantization_metadata(model));  // each quantizer's spec
-  ckpt.metadata.merge(prepared.metadata());                  // each layer's config and rule
+  // Each quantizer's spec, each layer's config and rule, and the hint for a load that does not fit.
+  ckpt.metadata.merge(quant::checkpoint_metadata(model, prepared));
   ckpt.optimizer = io::capture(opt);
   const auto st = loader.state();
   ckpt.training = io::TrainingState{.epoch = epoch,
@@ -363,7 +364,8 @@ int run_program(Options o, const ModelFactory& factory) {
       const double agreement = static_cast<double>(agree) / static_cast<double>(test.size());
       io::Checkpoint q = io::capture(*int8_model);
       q.metadata = describe(o, factory, "int8");
-      q.metadata.merge(quant::quantization_metadata(*model));  // the specs the int8 model came from
+      // The specs and configs the int8 model came from.
+      q.metadata.merge(quant::checkpoint_metadata(*model, prepared, /*converted=*/true));
       int8_bytes = static_cast<std::int64_t>(io::to_bytes(q).size());
       if (!o.save.empty()) io::save(q, o.save + ".int8");
       io::Checkpoint fp32 = io::capture(*factory.build(o.arch));  // the float model of the same network

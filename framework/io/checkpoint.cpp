@@ -74,6 +74,12 @@ std::string to_bytes(const Checkpoint& ckpt, const SaveOptions& options) {
   return encode(ckpt, options, "io::to_bytes");
 }
 
+std::string to_xml(const Checkpoint& ckpt) {
+  require_writable(ckpt.tensors, "io::to_xml", "tensor");
+  if (ckpt.optimizer) require_writable(ckpt.optimizer->state, "io::to_xml", "optimizer state entry");
+  return detail::encode_payload(ckpt, ArchiveKind::Xml);
+}
+
 void write(const Checkpoint& ckpt, std::ostream& os, const SaveOptions& options) {
   const std::string bytes = encode(ckpt, options, "io::write");
   os.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -58,6 +58,10 @@ struct SaveOptions {
 std::string to_bytes(const Checkpoint& ckpt, const SaveOptions& options = {});
 /// Writes the file image to `os`; throws CheckpointError("<stream>") if the stream fails.
 void write(const Checkpoint& ckpt, std::ostream& os, const SaveOptions& options = {});
+/// The payload of `ckpt` as Boost XML archive text: what an ArchiveKind::Xml file holds after its
+/// header, whatever archive the checkpoint was read from. For inspection and diffs
+/// (qat-inspect --xml); tensors must be writable as for to_bytes.
+std::string to_xml(const Checkpoint& ckpt);
 /// Writes `path` atomically (temporary file in the same directory, fsync, rename, fsync of the
 /// directory): a crash or error at any point leaves the previous file intact. Throws
 /// CheckpointError naming `path`.

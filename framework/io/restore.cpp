@@ -1,6 +1,8 @@
 #include "framework/io/restore.h"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,6 +34,39 @@ std::string mismatch_reason(const Tensor& saved, const Tensor& model) {
 
 std::string plural(std::size_t n, const char* word) { return concat(n, " ", word, n == 1 ? "" : "s"); }
 
+// The hints registered with set_load_hint, by name.
+struct LoadHints {
+  std::mutex mutex;
+  std::map<std::string, LoadHint> hints;
+};
+LoadHints& load_hints() {
+  static LoadHints h;
+  return h;
+}
+
+// "hint: ...\n" for the checkpoint's own hint and each registered one that has something to say.
+std::string hints_for(nn::Module& model, const Checkpoint& ckpt, const LoadReport& report) {
+  std::vector<std::string> hints;
+  const auto own = ckpt.metadata.find(std::string(kLoadHintKey));
+  if (own != ckpt.metadata.end() && !own->second.empty()) hints.push_back(own->second);
+  std::vector<LoadHint> registered;
+  {
+    std::lock_guard<std::mutex> lock(load_hints().mutex);
+    for (const auto& [name, hint] : load_hints().hints) registered.push_back(hint);
+  }
+  for (const auto& hint : registered) {
+    std::string h;
+    try {
+      h = hint(model, ckpt, report);
+    } catch (const std::exception&) {  // a hint must not hide the load error itself
+    }
+    if (!h.empty() && std::find(hints.begin(), hints.end(), h) == hints.end()) hints.push_back(h);
+  }
+  std::string out;
+  for (const auto& h : hints) out += "hint: " + h + "\n";
+  return out;
+}
+
 }  // namespace
 
 std::string LoadReport::str() const {
@@ -40,6 +75,31 @@ std::string LoadReport::str() const {
   for (const auto& m : mismatched) os << "  " << m.name << ": " << m.reason << "\n";
   for (const auto& n : unexpected) os << "  unexpected in checkpoint: " << n << "\n";
   return os.str();
+}
+
+std::string LoadReport::summary(std::size_t max_per_kind) const {
+  std::ostringstream os;
+  auto rest = [&](std::size_t n, const char* what) {
+    if (n > max_per_kind) os << "  ... and " << n - max_per_kind << " more " << what << "\n";
+  };
+  for (std::size_t i = 0; i < missing.size() && i < max_per_kind; ++i)
+    os << "  missing from checkpoint: " << missing[i] << "\n";
+  rest(missing.size(), "missing from checkpoint");
+  for (std::size_t i = 0; i < mismatched.size() && i < max_per_kind; ++i)
+    os << "  " << mismatched[i].name << ": " << mismatched[i].reason << "\n";
+  rest(mismatched.size(), "with another shape or dtype");
+  for (std::size_t i = 0; i < unexpected.size() && i < max_per_kind; ++i)
+    os << "  unexpected in checkpoint: " << unexpected[i] << "\n";
+  rest(unexpected.size(), "unexpected in checkpoint");
+  return os.str();
+}
+
+void set_load_hint(const std::string& name, LoadHint hint) {
+  std::lock_guard<std::mutex> lock(load_hints().mutex);
+  if (hint)
+    load_hints().hints[name] = std::move(hint);
+  else
+    load_hints().hints.erase(name);
 }
 
 Checkpoint capture(const nn::Module& model) {
@@ -80,8 +140,11 @@ LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOption
 
   if (options.strict && !report.complete()) {
     const std::size_t n = report.missing.size() + report.unexpected.size() + report.mismatched.size();
-    throw CheckpointError(source_of(ckpt), concat("does not match the model (", plural(n, "problem"),
-                                                  "; nothing was loaded):\n", report.str()));
+    const bool by_name = !report.missing.empty() || !report.unexpected.empty();
+    throw CheckpointError(
+        source_of(ckpt),
+        concat("does not match the model (", plural(n, "problem"), "; nothing was loaded):\n",
+               report.summary(), by_name ? hints_for(model, ckpt, report) : std::string()));
   }
   for (auto& [dst, src] : copies) dst.copy_(*src);
   return report;

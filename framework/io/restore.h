@@ -1,6 +1,9 @@
 #pragma once
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/io/checkpoint.h"
@@ -42,12 +45,31 @@ struct LoadReport {
   bool complete() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   /// One line per skipped tensor ("missing from checkpoint: fc2.bias", ...), empty if complete.
   std::string str() const;
+  /// str() with at most `max_per_kind` lines for each of missing, mismatched and unexpected,
+  /// the rest counted ("  ... and 108 more unexpected in checkpoint").
+  std::string summary(std::size_t max_per_kind = 5) const;
 };
+
+/// The checkpoint metadata key whose value load_into adds to its strict-mode error when tensors
+/// are missing or unexpected: the writer's word on what the checkpoint holds and how to load it
+/// (modules/quant writes "the checkpoint holds a QAT model (...): call prepare_qat ...").
+inline constexpr std::string_view kLoadHintKey = "load.hint";
+
+/// Explains a failed load from the model, the checkpoint and what did not match; returns "" when
+/// it has nothing to say.
+using LoadHint =
+    std::function<std::string(nn::Module& model, const Checkpoint& ckpt, const LoadReport& report)>;
+/// Registers `hint` under `name` (replacing one of that name; an empty function removes it).
+/// load_into consults every registered hint when a strict load finds missing or unexpected
+/// tensors, after the checkpoint's own kLoadHintKey. Layers above the framework use it for what
+/// only they can recognise (modules/quant: a float checkpoint loaded into a prepared model).
+void set_load_hint(const std::string& name, LoadHint hint);
 
 /// Copies the checkpoint's tensors into `model`'s parameters and buffers in place
 /// (Tensor::copy_), so existing handles (optimizers, quantizer registries) stay valid. Everything
-/// is checked first: in strict mode any mismatch throws a CheckpointError naming the file and
-/// listing every problem, and the model is left bit-for-bit unchanged.
+/// is checked first: in strict mode any mismatch throws a CheckpointError naming the file, listing
+/// the problems (LoadReport::summary) and the hints (kLoadHintKey, set_load_hint) when tensors
+/// are missing or unexpected; the model is left bit-for-bit unchanged.
 LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOptions& options = {});
 /// io::load(path), then load_into; nothing in the model changes unless the whole file is valid.
 LoadReport load_into(nn::Module& model, const std::string& path, const LoadOptions& options = {});

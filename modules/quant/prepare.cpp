@@ -10,6 +10,7 @@
 #include "framework/nn/graph.h"
 #include "framework/nn/sequential.h"
 #include "modules/quant/functional.h"
+#include "modules/quant/checkpoint_meta.h"  // registers the load hints wherever prepare_qat links
 #include "modules/quant/detail/fusion.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/stubs.h"

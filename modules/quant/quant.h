@@ -1,6 +1,7 @@
 #pragma once
 // Everything in modules/quant.
 #include "modules/quant/analysis.h"
+#include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/functional.h"

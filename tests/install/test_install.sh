@@ -12,4 +12,7 @@ cmake --build "$tmp/consumer" >/dev/null
 PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" g++ -std=c++20 "$src/main.cpp" -o "$tmp/consumer_pc" \
   $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs qat)
 "$tmp/consumer_pc" | grep -q "QuantLinear"
+if [ -e "$build/tools/qat-inspect" ]; then  # QAT_BUILD_TOOLS
+  "$tmp/prefix/bin/qat-inspect" --help | grep -q "usage: qat-inspect FILE"
+fi
 echo "install test: find_package(qat) and pkg-config consumers built and ran"

@@ -1,0 +1,99 @@
+#include "modules/quant/checkpoint_meta.h"
+
+#include <algorithm>
+
+#include "framework/io/restore.h"
+#include "modules/quant/quantizer.h"
+
+namespace qat::quant {
+namespace {
+
+using qat::detail::concat;
+
+bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+
+bool has_quant_metadata(const io::Checkpoint& ckpt) {
+  for (const auto& [key, value] : ckpt.metadata)
+    if (starts_with(key, "quant.") || starts_with(key, "qconfig.")) return true;
+  return false;
+}
+
+std::string qat_hint(const std::string& counts, bool converted) {
+  if (converted)
+    return concat("the checkpoint holds an int8 model converted from QAT (", counts,
+                  "): call prepare_qat with the same registry, then convert, before loading");
+  return concat("the checkpoint holds a QAT model (", counts,
+                "): call prepare_qat with the same registry before loading");
+}
+
+// The configs that "qconfig.<layer>" -> "<config> (<rule>)" metadata names.
+std::vector<std::string> configs_in(const io::Checkpoint& ckpt) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : ckpt.metadata)
+    if (starts_with(key, "qconfig.")) out.push_back(value.substr(0, value.find(" (")));
+  return out;
+}
+
+std::string quant_load_hint(nn::Module& model, const io::Checkpoint& ckpt, const io::LoadReport& r) {
+  std::vector<std::string> quantizers;  // "fc1.weight_fake_quant."
+  for (auto& [name, m] : model.named_modules())
+    if (dynamic_cast<Quantizer*>(m) != nullptr) quantizers.push_back(name + ".");
+  if (!quantizers.empty() && !has_quant_metadata(ckpt)) {
+    const bool quantizer_state_missing =
+        std::any_of(r.missing.begin(), r.missing.end(), [&](const std::string& t) {
+          return std::any_of(quantizers.begin(), quantizers.end(),
+                             [&](const std::string& q) { return starts_with(t, q); });
+        });
+    if (quantizer_state_missing)
+      return "the model is prepared for QAT but the checkpoint holds a float model: load it before "
+             "prepare_qat, or load with strict=false to keep fresh quantizer state";
+  }
+  if (quantizers.empty() && !r.unexpected.empty() &&
+      !ckpt.metadata.count(std::string(io::kLoadHintKey))) {
+    const std::vector<std::string> configs = configs_in(ckpt);
+    if (!configs.empty()) {
+      const auto kind = ckpt.metadata.find("kind");
+      return qat_hint(config_counts(configs), kind != ckpt.metadata.end() && kind->second == "int8");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string config_counts(const std::vector<std::string>& configs) {
+  std::map<std::string, std::size_t> count;
+  for (const auto& c : configs)
+    if (c != "skip") ++count[c];
+  std::vector<std::pair<std::string, std::size_t>> rows(count.begin(), count.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    out += concat(i ? ", " : "", rows[i].first, " on ", rows[i].second);
+    if (i == 0) out += rows[i].second == 1 ? " layer" : " layers";
+  }
+  return out;
+}
+
+std::map<std::string, std::string> checkpoint_metadata(nn::Module& model, const PrepareReport& report,
+                                                       bool converted) {
+  register_load_hints();
+  std::map<std::string, std::string> out = quantization_metadata(model);
+  out.merge(report.metadata());
+  std::vector<std::string> configs;
+  for (const auto& l : report.layers) configs.push_back(l.config);
+  const std::string counts = config_counts(configs);
+  if (!counts.empty()) out[std::string(io::kLoadHintKey)] = qat_hint(counts, converted);
+  return out;
+}
+
+bool register_load_hints() {
+  static const bool done = [] {
+    io::set_load_hint("modules/quant", quant_load_hint);
+    return true;
+  }();
+  return done;
+}
+
+}  // namespace qat::quant
