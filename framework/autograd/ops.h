@@ -57,6 +57,8 @@ inline Tensor view(const Tensor& x, const std::vector<std::int64_t>& shape) { re
 Tensor flatten(const Tensor& x, int start_dim = 1, int end_dim = -1);
 /// Swaps two dimensions (copies: tensors are always contiguous).
 Tensor transpose(const Tensor& x, int dim0, int dim1);
+/// Concatenation along `dim` (negative counts from the end); the other dimensions must match.
+Tensor cat(const std::vector<Tensor>& xs, int dim);
 
 // ---- linear algebra (ops/linalg.cpp) ------------------------------------------------------
 /// (M,K) x (K,N) -> (M,N); batched (B,M,K) x (B,K,N) -> (B,M,N).

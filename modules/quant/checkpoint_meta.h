@@ -35,8 +35,6 @@ std::string config_counts(const std::vector<std::string>& configs);
 /// Every program that includes this header has it registered before main().
 bool register_load_hints();
 
-namespace detail {
 inline const bool kLoadHintsRegistered = register_load_hints();
-}  // namespace detail
 
 }  // namespace qat::quant

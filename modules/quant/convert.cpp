@@ -153,6 +153,10 @@ struct Converter {
         record(&parent, name, full, child, std::make_shared<QuantizedReLU>());
       } else if (auto pool = std::dynamic_pointer_cast<nn::MaxPool2d>(child)) {
         record(&parent, name, full, child, std::make_shared<QuantizedMaxPool2d>(pool->params()));
+      } else if (auto avg = std::dynamic_pointer_cast<nn::AvgPool2d>(child)) {
+        record(&parent, name, full, child, std::make_shared<QuantizedAvgPool2d>(avg->params()));
+      } else if (auto ada = std::dynamic_pointer_cast<nn::AdaptiveAvgPool2d>(child)) {
+        record(&parent, name, full, child, std::make_shared<QuantizedAdaptiveAvgPool2d>(ada->output_size()));
       } else if (type == "Dropout") {
         record(&parent, name, full, child, std::make_shared<nn::Identity>());
       } else if (type != "Flatten" && type != "Identity") {  // shape-only layers pass through
@@ -381,6 +385,9 @@ struct GraphConverter {
   nn::ModulePtr pass_through(nn::Module& m, const nn::GraphNode& n, int id, int qin) {
     if (n.type == "ReLU") return std::make_shared<QuantizedReLU>();
     if (auto* pool = dynamic_cast<nn::MaxPool2d*>(&m)) return std::make_shared<QuantizedMaxPool2d>(pool->params());
+    if (auto* pool = dynamic_cast<nn::AvgPool2d*>(&m)) return std::make_shared<QuantizedAvgPool2d>(pool->params());
+    if (auto* pool = dynamic_cast<nn::AdaptiveAvgPool2d*>(&m))
+      return std::make_shared<QuantizedAdaptiveAvgPool2d>(pool->output_size());
     if (n.type == "Dropout") return std::make_shared<nn::Identity>();
     if (n.type == "Flatten" || n.type == "Identity") return nullptr;  // shape only
     QAT_REQUIRE(!dynamic_cast<QuantizedWeightLayer*>(&m) && !dynamic_cast<Quantize*>(&m), "convert",

@@ -104,4 +104,73 @@ class Cat : public FloatFunctional {
   int dim_;
 };
 
+// ---- int8 versions (convert puts them in place of the float ones) -----------------------------
+
+/// Base of the int8 functional ops: inputs are uint8 tensors carrying their quantization (any
+/// scale and zero point), the output is requantized to the module's: buffers scale, zero_point,
+/// output_range like quant::Quantize. Each input code is dequantized and the float op computed
+/// exactly as the QAT model's fake-quantized values are, then
+///   q = clamp(round_half_even(v * (1 / scale)) + zero_point, lo, hi),
+/// so the codes equal the fake-quant model's bit for bit.
+class QuantizedFunctional : public Functional {
+ public:
+  QuantInfo output_quant() const;
+  std::string extra_repr() const override;
+
+ protected:
+  QuantizedFunctional(std::string type_name, const ActivationQuant& output);
+  Tensor apply(const std::vector<Tensor>& inputs) final;
+  /// The float value of one output element from the dequantized inputs' elements.
+  virtual float combine(float a, float b) const = 0;
+
+  Tensor scale_, zero_point_, output_range_;
+};
+
+/// int8 a + b (same shapes). Type "QuantizedAdd".
+class QuantizedAdd : public QuantizedFunctional {
+ public:
+  explicit QuantizedAdd(const ActivationQuant& output) : QuantizedFunctional("QuantizedAdd", output) {}
+
+ protected:
+  float combine(float a, float b) const override { return a + b; }
+};
+
+/// int8 relu(a + b). Type "QuantizedAddReLU".
+class QuantizedAddReLU : public QuantizedFunctional {
+ public:
+  explicit QuantizedAddReLU(const ActivationQuant& output)
+      : QuantizedFunctional("QuantizedAddReLU", output) {}
+
+ protected:
+  float combine(float a, float b) const override {
+    const float v = a + b;
+    return v > 0.0f ? v : 0.0f;
+  }
+};
+
+/// int8 a * b (same shapes). Type "QuantizedMul".
+class QuantizedMul : public QuantizedFunctional {
+ public:
+  explicit QuantizedMul(const ActivationQuant& output) : QuantizedFunctional("QuantizedMul", output) {}
+
+ protected:
+  float combine(float a, float b) const override { return a * b; }
+};
+
+/// int8 concatenation along `dim`, each input requantized to the output's quantization.
+/// Type "QuantizedCat".
+class QuantizedCat : public QuantizedFunctional {
+ public:
+  QuantizedCat(int dim, const ActivationQuant& output)
+      : QuantizedFunctional("QuantizedCat", output), dim_(dim) {}
+  int arity() const override { return -1; }
+
+ protected:
+  float combine(float a, float) const override { return a; }
+
+ private:
+  friend class QuantizedFunctional;
+  int dim_;
+};
+
 }  // namespace qat::quant

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "framework/autograd/grad_mode.h"
 #include "framework/tensor/parallel.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
@@ -383,6 +384,40 @@ Tensor QuantizedReLU::forward(const Tensor& x) {
   for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = std::max(px[i], zp);
   y.set_quant_info(x.quant_info());
   return y;
+}
+
+// ---- average pools ---------------------------------------------------------------------------
+
+namespace {
+// Dequantizes x (NCHW uint8), pools in float with `pool`, requantizes to x's grid.
+template <class Pool>
+Tensor pool_on_grid(const Tensor& x, const char* who, Pool pool) {
+  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized() && x.dim() == 4, who,
+              "expects a quantized uint8 (N, C, H, W) input, got ",
+              x.defined() ? std::string(dtype_name(x.dtype())) + " " + x.shape().str() : "an undefined tensor");
+  const QuantInfo q = x.quant_info();
+  const auto s = static_cast<float>(q.scale), inv = 1.0f / s, z = static_cast<float>(q.zero_point);
+  Tensor xf = Tensor::empty(x.shape(), DType::Float32);
+  int8::kernels::dequantize_u8(x.data<std::uint8_t>(), x.numel(), s, q.zero_point, xf.data<float>());
+  Tensor yf;
+  {
+    NoGradGuard no_grad;
+    yf = pool(xf);
+  }
+  Tensor y = Tensor::empty(yf.shape(), DType::UInt8);
+  int8::kernels::quantize_u8(yf.data<float>(), yf.numel(), inv, z, 0.0f, 255.0f, y.data<std::uint8_t>());
+  y.set_quant_info(q);
+  return y;
+}
+}  // namespace
+
+Tensor QuantizedAvgPool2d::forward(const Tensor& x) {
+  return pool_on_grid(x, "QuantizedAvgPool2d", [&](const Tensor& v) { return avg_pool2d(v, params_); });
+}
+
+Tensor QuantizedAdaptiveAvgPool2d::forward(const Tensor& x) {
+  return pool_on_grid(x, "QuantizedAdaptiveAvgPool2d",
+                      [&](const Tensor& v) { return adaptive_avg_pool2d(v, output_size_); });
 }
 
 }  // namespace qat::quant

@@ -121,6 +121,30 @@ class QuantizedMaxPool2d : public nn::Module {
   bool nhwc_ = false;
 };
 
+/// Average pooling on quantized values (PyTorch's quantized avg_pool2d keeps the input's
+/// qparams): the average of the dequantized window, as the float op computes it, rounded back
+/// to the input's grid: q = round_half_even(avg / scale) + zero_point. NCHW.
+class QuantizedAvgPool2d : public nn::Module {
+ public:
+  explicit QuantizedAvgPool2d(const Pool2dParams& params)
+      : nn::Module("QuantizedAvgPool2d"), params_(params) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Pool2dParams params_;
+};
+
+/// Adaptive average pooling on quantized values, the same rule as QuantizedAvgPool2d.
+class QuantizedAdaptiveAvgPool2d : public nn::Module {
+ public:
+  explicit QuantizedAdaptiveAvgPool2d(Pair output_size)
+      : nn::Module("QuantizedAdaptiveAvgPool2d"), output_size_(output_size) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Pair output_size_;
+};
+
 /// ReLU on quantized values: q = max(q, zero_point).
 class QuantizedReLU : public nn::Module {
  public:

@@ -1,4 +1,6 @@
 // Shape ops. Tensors are contiguous, so reshape shares storage and transpose copies.
+#include <cstring>
+
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/dispatch.h"
@@ -96,6 +98,57 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   Tensor out = d0 == d1 ? x.clone() : swap_dims(x, d0, d1);
   autograd::record(out, "transpose", {x}, [d0, d1](const Tensor& g, const Inputs&, Grads& gi) {
     gi[0] = d0 == d1 ? g : swap_dims(g, d0, d1);
+  });
+  return out;
+}
+
+// Concatenation along `dim`: out = [x_0 | x_1 | ...];  dx_i = the slice of g that x_i filled.
+Tensor cat(const std::vector<Tensor>& xs, int dim) {
+  QAT_REQUIRE(!xs.empty(), "cat", "needs at least one tensor");
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    require_float(xs[i], "cat", "xs");
+    QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), "cat", "input ", i, " is ", dtype_name(xs[i].dtype()),
+                ", input 0 is ", dtype_name(xs[0].dtype()));
+  }
+  const Shape& s0 = xs[0].shape();
+  QAT_REQUIRE(s0.rank() >= 1, "cat", "cannot concatenate rank-0 tensors");
+  const int d = s0.axis(dim, "cat");
+  std::int64_t outer = 1, total = 0;
+  for (int k = 0; k < d; ++k) outer *= s0[k];
+  std::vector<std::int64_t> inner(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const Shape& si = xs[i].shape();
+    bool fits = si.rank() == s0.rank();
+    for (int k = 0; fits && k < si.rank(); ++k) fits = k == d || si[k] == s0[k];
+    QAT_REQUIRE(fits, "cat", "input ", i, " of shape ", si, " does not match input 0 of shape ", s0,
+                " outside dimension ", d);
+    inner[i] = outer == 0 ? 0 : si.numel() / outer;
+    total += si[d];
+  }
+  Shape out_shape = s0;
+  out_shape[d] = total;
+  Tensor out = Tensor::empty(out_shape, xs[0].dtype());
+  const std::size_t es = element_size(xs[0].dtype());
+  const std::int64_t row = out_shape.numel() / std::max<std::int64_t>(outer, 1);
+  auto* po = static_cast<char*>(out.raw_data());
+  for (std::int64_t o = 0, at = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < xs.size(); ++i, at += inner[i - 1])
+      std::memcpy(po + static_cast<std::size_t>(at) * es,
+                  static_cast<const char*>(xs[i].raw_data()) + static_cast<std::size_t>(o * inner[i]) * es,
+                  static_cast<std::size_t>(inner[i]) * es);
+  autograd::record(out, "cat", xs, [outer, inner, row, es](const Tensor& g, const Inputs& in, Grads& gi) {
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (in[i].requires_grad()) {
+        Tensor gx = Tensor::empty(in[i].shape(), g.dtype());
+        for (std::int64_t o = 0; o < outer; ++o)
+          std::memcpy(static_cast<char*>(gx.raw_data()) + static_cast<std::size_t>(o * inner[i]) * es,
+                      static_cast<const char*>(g.raw_data()) + static_cast<std::size_t>(o * row + offset) * es,
+                      static_cast<std::size_t>(inner[i]) * es);
+        gi[i] = gx;
+      }
+      offset += inner[i];
+    }
   });
   return out;
 }
