@@ -1,10 +1,12 @@
 #pragma once
 // Everything in modules/quant.
 #include "modules/quant/analysis.h"
+#include "modules/quant/control.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/learnable_quantizer.h"
+#include "modules/quant/numeric_report.h"
 #include "modules/quant/observer.h"
 #include "modules/quant/prepare.h"
 #include "modules/quant/qat_layers.h"
