@@ -31,6 +31,38 @@
 #include "modules/quant/quantizer.h"
 
 namespace qat::examples {
+
+data::Dataset first(const data::Dataset& d, std::int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  return {d.images.rows(0, n), d.labels.rows(0, n), d.num_classes};
+}
+
+Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
+  NoGradGuard no_grad;
+  model.eval();
+  data::DataLoader loader(test, {.batch_size = 1000, .shuffle = false, .flatten = flatten});
+  Eval e{0, Tensor::empty(Shape{test.size()}, DType::Int64),
+         Tensor::empty(Shape{test.size(), test.num_classes}, DType::Float32)};
+  std::int64_t correct = 0, at = 0;
+  for (const data::Batch& b : loader) {
+    const Tensor logits = model.forward(b.images);
+    QAT_REQUIRE(
+        logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
+        "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
+        dtype_name(logits.dtype()), logits.shape());
+    const Tensor pred = argmax(logits, 1);
+    const std::int64_t n = pred.numel();
+    std::copy_n(pred.data<std::int64_t>(), n, e.predictions.data<std::int64_t>() + at);
+    std::copy_n(logits.data<float>(), n * test.num_classes,
+                e.logits.data<float>() + at * test.num_classes);
+    for (std::int64_t i = 0; i < n; ++i)
+      correct += pred.data<std::int64_t>()[i] == b.labels.data<std::int64_t>()[i];
+    at += n;
+  }
+  e.accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
+  return e;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -52,11 +84,6 @@ double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-data::Dataset first(const data::Dataset& d, std::int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  return {d.images.rows(0, n), d.labels.rows(0, n), d.num_classes};
 }
 
 // ---- models and checkpoints ----------------------------------------------------------------
@@ -142,39 +169,6 @@ void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
 }
 
 // ---- training and evaluation -----------------------------------------------------------------
-
-struct Eval {
-  double accuracy = 0;
-  Tensor predictions;  // int64 (N)
-  Tensor logits;       // float32 (N, classes)
-};
-
-/// Accuracy, predictions and logits in eval mode, without recording a graph.
-Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
-  NoGradGuard no_grad;
-  model.eval();
-  data::DataLoader loader(test, {.batch_size = 1000, .shuffle = false, .flatten = flatten});
-  Eval e{0, Tensor::empty(Shape{test.size()}, DType::Int64),
-         Tensor::empty(Shape{test.size(), test.num_classes}, DType::Float32)};
-  std::int64_t correct = 0, at = 0;
-  for (const data::Batch& b : loader) {
-    const Tensor logits = model.forward(b.images);
-    QAT_REQUIRE(
-        logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
-        "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
-        dtype_name(logits.dtype()), logits.shape());
-    const Tensor pred = argmax(logits, 1);
-    const std::int64_t n = pred.numel();
-    std::copy_n(pred.data<std::int64_t>(), n, e.predictions.data<std::int64_t>() + at);
-    std::copy_n(logits.data<float>(), n * test.num_classes,
-                e.logits.data<float>() + at * test.num_classes);
-    for (std::int64_t i = 0; i < n; ++i)
-      correct += pred.data<std::int64_t>()[i] == b.labels.data<std::int64_t>()[i];
-    at += n;
-  }
-  e.accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
-  return e;
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, const nn::Module& model) {
   if (o.optimizer == "adam")

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/data/dataset.h"
 #include "framework/nn/module.h"
 
 namespace qat::examples {
@@ -16,6 +17,17 @@ struct ModelFactory {
   std::function<nn::ModulePtr(const std::string& arch)> build;
   bool flatten_input = false;  // feed (B, 784) instead of (B, 1, 28, 28)
 };
+
+/// The first `n` samples of `d` (all of them when n <= 0).
+data::Dataset first(const data::Dataset& d, std::int64_t n);
+
+struct Eval {
+  double accuracy = 0;
+  Tensor predictions;  // int64 (N)
+  Tensor logits;       // float32 (N, classes)
+};
+/// Accuracy, predictions and logits in eval mode, without recording a graph.
+Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten);
 
 /// Parses argv, trains and evaluates; returns the process exit status.
 int run(int argc, char** argv, const ModelFactory& factory);

@@ -23,13 +23,15 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   QAT_REQUIRE(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d::forward",
               "expected input (N, ", num_features_, ", H, W), got ",
               x.defined() ? x.shape().str() : "undefined");
-  if (is_training()) ++*num_batches_tracked_.data<std::int64_t>();
-  return batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
+  const bool batch_stats = is_training() && !frozen_;  // frozen: as in eval mode
+  if (batch_stats) ++*num_batches_tracked_.data<std::int64_t>();
+  return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_);
 }
 
 std::string BatchNorm2d::extra_repr() const {
   return std::to_string(num_features_) + ", eps=" + std::to_string(eps_) +
-         ", momentum=" + std::to_string(momentum_) + (weight_.defined() ? "" : ", affine=false");
+         ", momentum=" + std::to_string(momentum_) + (weight_.defined() ? "" : ", affine=false") +
+         (frozen_ ? ", stats frozen" : "");
 }
 
 }  // namespace qat::nn

@@ -11,6 +11,11 @@ class BatchNorm2d : public Module {
                        bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  /// Frozen statistics: the layer normalises with its running statistics and never updates them,
+  /// as in eval mode, even while the model trains, until freeze_stats(false). A runtime switch
+  /// like the training flag, not saved in checkpoints.
+  void freeze_stats(bool on = true) { frozen_ = on; }
+  bool stats_frozen() const { return frozen_; }
 
   std::int64_t num_features() const { return num_features_; }
   double eps() const { return eps_; }
@@ -23,6 +28,7 @@ class BatchNorm2d : public Module {
  private:
   std::int64_t num_features_;
   double eps_, momentum_;
+  bool frozen_ = false;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };
 

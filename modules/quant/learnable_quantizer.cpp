@@ -40,6 +40,20 @@ void LearnableFakeQuantize::enable_static_estimate() {
   zero_point_.requires_grad_(false);
 }
 
+void LearnableFakeQuantize::freeze_qparams(bool on) {
+  if (!on) {
+    if (warmup_seen_.item() >= options_.warmup_batches)
+      enable_param_learning();
+    else
+      enable_static_estimate();
+    return;
+  }
+  learning_enabled_.fill_(0);
+  disable_observer();
+  scale_.requires_grad_(false);
+  zero_point_.requires_grad_(false);
+}
+
 // Observer init: the observer's qparams.  LSQ init: scale = 2 mean(|x|) / sqrt(qmax) per
 // tensor or channel, zero point from the observer (LSQ+'s affine offset) or fixed.
 void LearnableFakeQuantize::estimate(const Tensor& x) {
@@ -70,9 +84,11 @@ void LearnableFakeQuantize::estimate(const Tensor& x) {
 }
 
 Tensor LearnableFakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled() && is_training()) {
+  if (observing()) {
     estimate(x);
-    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= options_.warmup_batches)
+    // calibration only estimates: the warm-up (and the switch to learning) is training's
+    if (!calibrating() &&
+        (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= options_.warmup_batches))
       enable_param_learning();
   } else {
     float* s = scale_.data<float>();  // keep the learned scale positive (PyTorch clamps to eps)
@@ -122,22 +138,29 @@ LearnableAmaxFakeQuantize::LearnableAmaxFakeQuantize(const QuantSpec& spec,
 }
 
 Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled() && is_training()) {
+  if (observing()) {
     observer_->forward(x);
     const Tensor &mn = observer_->min_val(), &mx = observer_->max_val();
     QAT_REQUIRE(mn.numel() == amax_.numel(), type_name(), "observer produced ", mn.numel(),
                 " ranges for ", amax_.numel(), " amax values");
     for (std::int64_t i = 0; i < amax_.numel(); ++i)
       amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
-    if (*warmup_seen_.data<std::int64_t>() += 1; warmup_seen_.item() >= warmup_batches_)
+    if (!calibrating() &&
+        (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= warmup_batches_))
       disable_observer();
   } else {
     float* a = amax_.data<float>();
     for (std::int64_t i = 0; i < amax_.numel(); ++i) a[i] = std::max(a[i], kScaleEps);
   }
-  amax_.requires_grad_(warmup_seen_.item() >= warmup_batches_);  // the phase lives in the buffers
+  amax_.requires_grad_(!frozen_ && warmup_seen_.item() >= warmup_batches_);  // phase: the buffers
   if (!fake_quant_enabled()) return x;
   return fake_quantize_learnable_amax(x, amax_, spec_);
+}
+
+void LearnableAmaxFakeQuantize::freeze_qparams(bool on) {
+  frozen_ = on;
+  enable_observer(!on && warmup_seen_.item() < warmup_batches_);
+  amax_.requires_grad_(!on && warmup_seen_.item() >= warmup_batches_);
 }
 
 QParams LearnableAmaxFakeQuantize::qparams() const {

@@ -41,6 +41,9 @@ class LearnableFakeQuantize : public Quantizer {
   /// Back to estimating the range from the observer, without learning.
   void enable_static_estimate();
   bool learning_enabled() const { return learning_enabled_.item() != 0; }
+  /// Frozen: neither estimating nor learning (learning_enabled 0, observer off). Unfrozen: back
+  /// to learning if the warm-up is over, else to estimating.
+  void freeze_qparams(bool on = true) override;
   const Tensor& scale() const { return scale_; }
   const Tensor& zero_point() const { return zero_point_; }
   const Options& options() const { return options_; }
@@ -66,9 +69,13 @@ class LearnableAmaxFakeQuantize : public Quantizer {
   QParams qparams() const override;
   Observer* observer() const override { return observer_.get(); }
   const Tensor& amax() const { return amax_; }
+  /// Frozen: amax neither estimated nor learned (a runtime switch, not saved in checkpoints).
+  void freeze_qparams(bool on = true) override;
+  bool qparams_frozen() const { return frozen_; }
 
  private:
   std::int64_t warmup_batches_;
+  bool frozen_ = false;
   std::shared_ptr<Observer> observer_;
   Tensor amax_, warmup_seen_;
 };

@@ -9,6 +9,32 @@
 
 namespace qat::quant {
 
+// ---- calibration ----------------------------------------------------------------------------
+
+namespace {
+thread_local CalibrationGuard* g_calibration = nullptr;
+}
+
+CalibrationGuard::CalibrationGuard() : prev_(g_calibration) { g_calibration = this; }
+CalibrationGuard::~CalibrationGuard() { g_calibration = prev_; }
+CalibrationGuard* CalibrationGuard::current() { return g_calibration; }
+
+std::int64_t CalibrationGuard::observed(const Quantizer* q) const {
+  const auto it = seen_.find(q);
+  return it == seen_.end() ? 0 : it->second;
+}
+
+bool Quantizer::observing() const {
+  if (!observer_enabled()) return false;
+  if (CalibrationGuard* guard = CalibrationGuard::current()) {
+    guard->record(this);
+    return true;
+  }
+  return is_training();
+}
+
+// ---- Quantizer ------------------------------------------------------------------------------
+
 Quantizer::Quantizer(std::string type_name, const QuantSpec& spec)
     : nn::Module(std::move(type_name)), spec_(spec) {
   spec_.validate();
@@ -50,7 +76,7 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
 }
 
 Tensor FakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled() && is_training()) {
+  if (observing()) {
     observer_->forward(x);
     const QParams q = observer_->calculate_qparams();
     if (q.scale.shape() != scale_.shape()) {  // the statistics' shape became known
@@ -78,7 +104,7 @@ FP8FakeQuantize::FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer
 
 // scale = max(|min|, |max|) / fp8_max, at least float32 eps
 Tensor FP8FakeQuantize::forward(const Tensor& x) {
-  if (observer_enabled() && is_training()) {
+  if (observing()) {
     observer_->forward(x);
     const Tensor& mn = observer_->min_val();
     const Tensor& mx = observer_->max_val();

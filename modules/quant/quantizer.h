@@ -2,10 +2,13 @@
 // Fake quantizers: Modules that observe a tensor and fake-quantize it, with PyTorch's buffer
 // names (fake_quant_enabled, observer_enabled, scale, zero_point, activation_post_process) so
 // checkpoints and `named_buffers()` read like PyTorch's. Learnable versions: learnable_quantizer.h.
-// Unlike PyTorch, observers only record in training mode: evaluating a model never moves its
-// qparams (PyTorch users call disable_observer before evaluating for the same effect).
+// Unlike PyTorch, observers only record in training mode or during post-training calibration
+// (CalibrationGuard, quant::calibrate in control.h): evaluating a model never moves its qparams
+// (PyTorch users call disable_observer before evaluating for the same effect).
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "framework/nn/module.h"
 #include "modules/quant/observer.h"
@@ -13,6 +16,32 @@
 #include "modules/quant/spec.h"
 
 namespace qat::quant {
+
+class Quantizer;
+
+/// RAII: post-training calibration on this thread. While one is alive, quantizers whose observer
+/// is enabled record in eval mode too (learnable ones estimate their range as in their warm-up,
+/// without moving to the learning phase), and the guard counts the batches each one observed.
+/// Guards nest; the innermost one counts.
+class CalibrationGuard {
+ public:
+  CalibrationGuard();
+  ~CalibrationGuard();
+  CalibrationGuard(const CalibrationGuard&) = delete;
+  CalibrationGuard& operator=(const CalibrationGuard&) = delete;
+  /// The guard alive on this thread, or null.
+  static CalibrationGuard* current();
+  /// Batches that `q` observed under this guard.
+  std::int64_t observed(const Quantizer* q) const;
+  void record(const Quantizer* q) { ++seen_[q]; }
+
+ private:
+  CalibrationGuard* prev_;
+  std::unordered_map<const Quantizer*, std::int64_t> seen_;
+};
+
+/// Whether this thread is calibrating (a CalibrationGuard is alive).
+inline bool calibrating() { return CalibrationGuard::current() != nullptr; }
 
 /// Base of every quantizer: a spec, on/off switches (uint8 buffers) and the qparams that an
 /// integer model uses after conversion.
@@ -40,6 +69,9 @@ class Quantizer : public nn::Module {
   void enable_observer(bool on = true) { observer_enabled_.fill_(on ? 1 : 0); }
   void disable_observer() { enable_observer(false); }
   bool observer_enabled() const { return observer_enabled_.item() != 0; }
+  /// Freezes the qparams: the observer stops and learnable scale / zero point / amax stop
+  /// learning (`on` false undoes it: back to observing, or to learning after the warm-up).
+  virtual void freeze_qparams(bool on = true) { enable_observer(!on); }
 
   /// Dotted name for error messages (set by prepare_qat); passed on to the observer.
   void set_label(const std::string& label);
@@ -47,6 +79,10 @@ class Quantizer : public nn::Module {
   std::string extra_repr() const override { return spec_.str(); }
 
  protected:
+  /// Whether this forward records: the observer is enabled and the module trains or a
+  /// CalibrationGuard is alive (which then counts the batch).
+  bool observing() const;
+
   QuantSpec spec_;
   Tensor fake_quant_enabled_, observer_enabled_;
   std::string label_;

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,31 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_exit_2_with_one_line) {
   const Result nodata = run(std::string(QAT_MLP_QAT) + " --data " + path("nowhere") + " --epochs 1");
   BOOST_TEST(nodata.status == 2);
   BOOST_TEST(nodata.err.find(path("nowhere")) != std::string::npos, nodata.err);
+}
+
+// PTQ of an fp32 checkpoint: calibrated and converted, int8 close to fp32; the report in JSON.
+BOOST_AUTO_TEST_CASE(ptq_of_an_fp32_checkpoint) {
+  const Result f =
+      run(std::string(QAT_CNN_QAT) + data + " --arch cnn-bn --epochs 1 --save " + path("f.ckpt"));
+  BOOST_REQUIRE_MESSAGE(f.status == 0, f.err);
+  const Result p =
+      run(std::string(QAT_PTQ_CNN) + data + " --load " + path("f.ckpt") + " --calib-batches 2");
+  BOOST_REQUIRE_MESSAGE(p.status == 0, p.err);
+  const std::string js = last_line(p.out);
+  BOOST_TEST(field(js, "calib_batches") == "2");
+  BOOST_TEST(field(js, "arch") == "\"cnn-bn\"");
+  const double fp32 = std::stod(field(js, "fp32_acc")), int8 = std::stod(field(js, "int8_acc"));
+  BOOST_TEST(fp32 > 0.5, js);
+  BOOST_TEST(std::fabs(int8 - fp32) <= 0.05, js);
+  for (const char* layer : {"quant", "conv1", "conv2", "fc"})
+    BOOST_TEST(js.find(std::string("{\"name\": \"") + layer + "\"") != std::string::npos, js);
+  // a QAT checkpoint is not an fp32 one
+  const Result q =
+      run(std::string(QAT_CNN_QAT) + data + " --mode qat --epochs 0 --save " + path("q.ckpt"));
+  BOOST_REQUIRE_MESSAGE(q.status == 0, q.err);
+  const Result e = run(std::string(QAT_PTQ_CNN) + data + " --load " + path("q.ckpt"));
+  BOOST_TEST(e.status == 2);
+  BOOST_TEST(e.err.find("not an fp32 cnn checkpoint") != std::string::npos, e.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
