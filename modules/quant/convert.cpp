@@ -145,6 +145,14 @@ struct Converter {
         auto [q, out] = int8_layer(*layer, *flow, full);
         record(&parent, name, full, child, q);
         flow = out;
+      } else if (auto qp = std::dynamic_pointer_cast<QuantPool>(child); qp && flow) {
+        nn::ModulePtr inner = qp->pool();
+        if (auto avg = std::dynamic_pointer_cast<nn::AvgPool2d>(inner))
+          record(&parent, name, full, child, std::make_shared<QuantizedAvgPool2d>(avg->params()));
+        else
+          record(&parent, name, full, child,
+                 std::make_shared<QuantizedAdaptiveAvgPool2d>(
+                     std::static_pointer_cast<nn::AdaptiveAvgPool2d>(inner)->output_size()));
       } else if (!child->named_children().empty()) {
         flow = walk(*child, full, flow);  // a container
       } else if (!flow) {
@@ -385,6 +393,7 @@ struct GraphConverter {
   nn::ModulePtr pass_through(nn::Module& m, const nn::GraphNode& n, int id, int qin) {
     if (n.type == "ReLU") return std::make_shared<QuantizedReLU>();
     if (auto* pool = dynamic_cast<nn::MaxPool2d*>(&m)) return std::make_shared<QuantizedMaxPool2d>(pool->params());
+    if (auto* qp = dynamic_cast<QuantPool*>(&m)) return pass_through(*qp->pool(), n, id, qin);
     if (auto* pool = dynamic_cast<nn::AvgPool2d*>(&m)) return std::make_shared<QuantizedAvgPool2d>(pool->params());
     if (auto* pool = dynamic_cast<nn::AdaptiveAvgPool2d*>(&m))
       return std::make_shared<QuantizedAdaptiveAvgPool2d>(pool->output_size());

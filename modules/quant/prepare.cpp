@@ -1,6 +1,7 @@
 #include "modules/quant/prepare.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -269,6 +270,37 @@ struct Planner {
     return out;
   }
 
+  // Average pools reading quantized values get their input's qparams on the output (QuantPool).
+  void wrap_avg_pools(const nn::Graph& g, Transaction& tx) {
+    std::unordered_map<const nn::Module*, std::shared_ptr<Quantizer>> fn_quantizer;
+    for (const auto& [fn, q] : functional) fn_quantizer[fn.get()] = q;
+    std::unordered_map<const nn::Module*, std::pair<nn::Module*, std::string>> where;
+    for (auto& [prefix, parent] : model.named_modules())
+      for (const auto& [name, child] : parent->named_children()) where[child.get()] = {parent, name};
+    // The quantizer whose grid node `id`'s value lies on (through pass-through modules).
+    std::function<std::shared_ptr<Quantizer>(int)> grid = [&](int id) -> std::shared_ptr<Quantizer> {
+      if (id < 0) return nullptr;
+      const nn::GraphNode& n = g.nodes[static_cast<std::size_t>(id)];
+      if (n.kind != nn::GraphNode::Kind::Module) return n.type == "reshape" ? grid(n.inputs.at(0)) : nullptr;
+      if (auto* layer = dynamic_cast<const QatLayer*>(n.module)) return layer->activation_fake_quant();
+      if (auto* stub = dynamic_cast<const QuantStub*>(n.module)) return stub->quantizer();
+      if (auto* pool = dynamic_cast<const QuantPool*>(n.module)) return grid(n.inputs.at(0));
+      if (auto it = fn_quantizer.find(n.module); it != fn_quantizer.end()) return it->second;
+      static const std::set<std::string> pass{"ReLU", "MaxPool2d", "Identity", "Flatten", "Dropout"};
+      return pass.count(n.type) && !n.inputs.empty() ? grid(n.inputs[0]) : nullptr;
+    };
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const nn::GraphNode& n = g.nodes[i];
+      if (!n.atomic_level || n.kind != nn::GraphNode::Kind::Module ||
+          (n.type != "AvgPool2d" && n.type != "AdaptiveAvgPool2d") || g.calls(n.module).size() != 1)
+        continue;
+      auto q = grid(n.inputs.empty() ? -1 : n.inputs[0]);
+      if (!q || q->spec().format != Format::Int) continue;
+      const auto& [parent, name] = where.at(n.module);
+      tx.replace(parent, name, std::make_shared<QuantPool>(parent->child(name), q));
+    }
+  }
+
   // Warns about replaced modules that something outside the model still holds.
   void warn_stale(const Transaction& tx, const std::unordered_map<const nn::Module*, long>& external) {
     std::set<const nn::Module*> seen;
@@ -319,7 +351,11 @@ PrepareReport prepare(nn::Module& model, const QConfigRegistry& registry, const 
     for (const auto& r : fusion) tx.replace(r.parent, r.name, r.module);
     p.plan_layers(tx, absorbed);
     p.check_rules(options.strict);
-    if (example) p.check_graph(nn::trace(model, *example), tx);
+    if (example) {
+      const nn::Graph g = nn::trace(model, *example);
+      p.check_graph(g, tx);
+      p.wrap_avg_pools(g, tx);
+    }
   } catch (...) {
     tx.rollback();
     throw;

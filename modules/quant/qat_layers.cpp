@@ -1,6 +1,7 @@
 #include "modules/quant/qat_layers.h"
 
 #include "framework/autograd/ops.h"
+#include "modules/quant/fake_quant.h"
 
 namespace qat::quant {
 
@@ -140,6 +141,25 @@ void ConvBn2d::update_bn_stats() {
 std::string ConvBn2d::extra_repr() const {
   return "weight " + weight_.shape().str() + ", " + nn::conv_params_repr(params_) + ", " + quant_repr() +
          (bn_frozen() ? ", bn frozen" : "");
+}
+
+// ---- QuantPool -------------------------------------------------------------------------------
+
+QuantPool::QuantPool(nn::ModulePtr pool, std::shared_ptr<Quantizer> input_quantizer)
+    : nn::Module(pool ? "Quant" + pool->type_name() : "QuantPool"),
+      input_quantizer_(std::move(input_quantizer)) {
+  QAT_REQUIRE(pool && (pool->type_name() == "AvgPool2d" || pool->type_name() == "AdaptiveAvgPool2d"),
+              "QuantPool", "needs an AvgPool2d or AdaptiveAvgPool2d, got ",
+              pool ? pool->type_name() : std::string("null"));
+  QAT_REQUIRE(input_quantizer_ != nullptr, "QuantPool", "input quantizer is null");
+  pool_ = register_module("pool", std::move(pool));
+}
+
+// y = fq(pool(x); the input's qparams), straight-through
+Tensor QuantPool::forward(const Tensor& x) {
+  const Tensor y = (*pool_)(x);
+  if (!input_quantizer_->fake_quant_enabled() || !input_quantizer_->calibrated()) return y;
+  return fake_quantize(y, input_quantizer_->qparams(), input_quantizer_->spec());
 }
 
 }  // namespace qat::quant

@@ -109,4 +109,22 @@ class ConvBn2d : public QatLayer {
   std::shared_ptr<nn::BatchNorm2d> bn_;
 };
 
+/// An average pool (AvgPool2d / AdaptiveAvgPool2d, child "pool") inside the quantized region
+/// in QAT: its output is fake-quantized with its input's qparams (the quantizer that produced
+/// the input, shared, not owned), which is exactly what the int8 pool computes (PyTorch's
+/// quantized avg pool keeps the input's qparams). Without it the QAT model would average in
+/// float and disagree with the int8 model by up to half a step per pooled value. Type
+/// "QuantAvgPool2d" / "QuantAdaptiveAvgPool2d"; prepare_qat puts it in from the graph.
+class QuantPool : public nn::Module {
+ public:
+  QuantPool(nn::ModulePtr pool, std::shared_ptr<Quantizer> input_quantizer);
+  Tensor forward(const Tensor& x) override;
+  bool is_atomic() const override { return true; }
+  const nn::ModulePtr& pool() const { return pool_; }
+
+ private:
+  nn::ModulePtr pool_;
+  std::shared_ptr<Quantizer> input_quantizer_;
+};
+
 }  // namespace qat::quant
