@@ -133,3 +133,46 @@ BOOST_AUTO_TEST_CASE(model_returning_int8_is_noted) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(functional_int8)
+
+// QuantizedAdd / AddReLU / Mul / Cat give exactly the fake-quant model's codes for inputs on
+// different grids (odd sizes).
+BOOST_AUTO_TEST_CASE(int8_functional_ops_equal_the_fake_quant_codes) {
+  Generator gen(31);
+  const std::int64_t n = 1000 + 7;
+  auto codes = [&](float scale, std::int32_t zp) {
+    Tensor q = Tensor::empty(Shape{1, n}, DType::UInt8);
+    for (std::int64_t i = 0; i < n; ++i) q.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen.below(256));
+    q.set_quant_info({scale, zp});
+    return q;
+  };
+  const Tensor qa = codes(0.0173f, 121), qb = codes(0.041f, 7);
+  const Tensor fa = Dequantize().forward(qa), fb = Dequantize().forward(qb);
+  std::vector<std::shared_ptr<FloatFunctional>> ops{std::make_shared<Add>(), std::make_shared<AddReLU>(),
+                                                    std::make_shared<Mul>(), std::make_shared<Cat>(1)};
+  for (auto& op : ops) {
+    auto fq = std::make_shared<FakeQuantize>(QuantSpec::activation_affine(8),
+                                             std::make_shared<MovingAverageMinMaxObserver>(QuantSpec::activation_affine(8)));
+    op->set_quantizer(fq);
+    op->train();
+    (*op)(fa, fb);  // observes the range
+    op->eval();
+    const Tensor y_fq = (*op)(fa, fb);
+    const QParams p = fq->qparams();
+    const ActivationQuant out{{p.scale.data<float>()[0], p.zero_point.data<std::int32_t>()[0]}, 0, 255};
+    auto q = std::dynamic_pointer_cast<Functional>(op->quantized(out));
+    const Tensor y8 = (*q)(qa, qb);
+    BOOST_TEST(y8.dtype() == DType::UInt8);
+    const auto a = Dequantize().forward(y8).to_vector<float>(), b = y_fq.to_vector<float>();
+    BOOST_TEST(a == b, op->type_name());
+  }
+  // misuse
+  auto add = std::make_shared<QuantizedAdd>(ActivationQuant{{0.1, 0}, 0, 255});
+  BOOST_TEST(error_of([&] { (*add)(fa, fb); }).find("QuantizedAdd: input 0 must be a quantized uint8 tensor") == 0);
+  BOOST_TEST(error_of([&] { add->forward(qa); }) ==
+             "QuantizedAdd: takes 2 inputs; call it as op(a, b) (hold it as nn::Child<quant::Functional>)");
+  BOOST_TEST(error_of([&] { (*add)(std::vector<Tensor>{qa}); }) == "QuantizedAdd: takes 2 inputs, got 1");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
