@@ -73,6 +73,7 @@ class AdaptiveAvgPool2d : public Module {
       : Module("AdaptiveAvgPool2d"), output_size_(output_size) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
   std::string extra_repr() const override;
+  Pair output_size() const { return output_size_; }
 
  private:
   Pair output_size_;

@@ -6,27 +6,17 @@
 #include <vector>
 
 #include "framework/tensor/parallel.h"
+#include "modules/quant/detail/output_quant.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
 #include "modules/quant/kernels/cpu/int8_ops.h"
 
 namespace qat::quant {
 
-namespace {
-Tensor scalar_f(float v) { return Tensor::full(Shape{1}, v, DType::Float32); }
-Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType::Int32); }
-std::string quant_str(QuantInfo q) {
-  return detail::concat("scale=", q.scale, ", zero_point=", q.zero_point);
-}
-Tensor range_of(const ActivationQuant& a, const char* who) {
-  QAT_REQUIRE(a.quant.scale > 0 && std::isfinite(a.quant.scale), who, "scale must be positive, got ",
-              a.quant.scale);
-  QAT_REQUIRE(0 <= a.lo && a.lo <= a.quant.zero_point && a.quant.zero_point <= a.hi && a.hi <= 255, who,
-              "needs 0 <= lo <= zero_point <= hi <= 255, got lo ", a.lo, ", zero_point ",
-              a.quant.zero_point, ", hi ", a.hi);
-  return Tensor::from_vector<std::int32_t>({a.lo, a.hi}, Shape{2});
-}
-}  // namespace
+using detail::quant_str;
+using detail::range_of;
+using detail::scalar_f;
+using detail::scalar_i;
 
 // ---- Quantize / Dequantize ------------------------------------------------------------------
 
@@ -217,7 +207,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
 }
 
 std::string QuantizedLinear::extra_repr() const {
-  return detail::concat("in_features=", weight_.size(1), ", out_features=", weight_.size(0),
+  return qat::detail::concat("in_features=", weight_.size(1), ", out_features=", weight_.size(0),
                         fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
 }
 

@@ -1,4 +1,6 @@
 // Shape ops. Tensors are contiguous, so reshape shares storage and transpose copies.
+#include <cstring>
+
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/dispatch.h"
@@ -96,6 +98,86 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   Tensor out = d0 == d1 ? x.clone() : swap_dims(x, d0, d1);
   autograd::record(out, "transpose", {x}, [d0, d1](const Tensor& g, const Inputs&, Grads& gi) {
     gi[0] = d0 == d1 ? g : swap_dims(g, d0, d1);
+  });
+  return out;
+}
+
+// ---- cat ----------------------------------------------------------------------------------
+
+Shape cat_shape(const std::vector<Shape>& shapes, int dim, const char* fn) {
+  QAT_REQUIRE(!shapes.empty(), fn, "expects at least one tensor, got an empty list");
+  const Shape& first = shapes[0];
+  QAT_REQUIRE(first.rank() > 0, fn, "cannot concatenate a 0-dimensional tensor (input 0)");
+  const int d = first.axis(dim, fn);
+  Shape out = first;
+  for (std::size_t i = 1; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    QAT_REQUIRE(s.rank() == first.rank(), fn, "input ", i, " has shape ", s, " of rank ", s.rank(),
+                " but input 0 has shape ", first, " of rank ", first.rank());
+    for (int k = 0; k < s.rank(); ++k)
+      QAT_REQUIRE(k == d || s[k] == first[k], fn, "input ", i, " has shape ", s,
+                  " but input 0 has shape ", first, ": sizes must match except along dim ", d);
+    out[d] += s[d];
+  }
+  return out;
+}
+
+namespace {
+// Views a tensor of `s` as (outer, s[d], inner) around dim d.
+std::int64_t outer_of(const Shape& s, int d) {
+  std::int64_t n = 1;
+  for (int k = 0; k < d; ++k) n *= s[k];
+  return n;
+}
+std::int64_t inner_of(const Shape& s, int d) {
+  std::int64_t n = 1;
+  for (int k = d + 1; k < s.rank(); ++k) n *= s[k];
+  return n;
+}
+}  // namespace
+
+// out[a, off_i + j, c] = x_i[a, j, c] (x_i viewed as (outer, n_i, inner), off_i = n_0 + ... + n_{i-1});
+// dx_i[a, j, c] = g[a, off_i + j, c]
+Tensor cat(const std::vector<Tensor>& xs, int dim) {
+  constexpr const char* fn = "cat";
+  std::vector<Shape> shapes;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    QAT_REQUIRE(xs[i].defined(), fn, "input ", i, " is an undefined tensor");
+    require_float(xs[i], fn, "xs");
+    QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), fn, "input ", i, " is ", dtype_name(xs[i].dtype()),
+                " but input 0 is ", dtype_name(xs[0].dtype()));
+    shapes.push_back(xs[i].shape());
+  }
+  const Shape os = cat_shape(shapes, dim, fn);
+  const int d = os.axis(dim, fn);
+  const std::int64_t outer = outer_of(os, d), inner = inner_of(os, d), row = os[d] * inner;
+  Tensor out = Tensor::empty(os, xs[0].dtype());
+  const std::size_t esize = element_size(out.dtype());
+  std::int64_t off = 0;  // elements of an output row before x_i's block
+  for (const Tensor& x : xs) {
+    const std::int64_t n = x.shape()[d] * inner;
+    const auto* src = static_cast<const std::uint8_t*>(x.raw_data());
+    auto* dst = static_cast<std::uint8_t*>(out.raw_data());
+    for (std::int64_t a = 0; a < outer; ++a)
+      std::memcpy(dst + (a * row + off) * esize, src + a * n * esize, n * esize);
+    off += n;
+  }
+  autograd::record(out, "cat", xs, [d](const Tensor& g, const Inputs& in, Grads& gi) {
+    const std::int64_t outer = outer_of(g.shape(), d), inner = inner_of(g.shape(), d),
+                       row = g.shape()[d] * inner;
+    const std::size_t esize = element_size(g.dtype());
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::int64_t n = in[i].shape()[d] * inner;
+      if (in[i].requires_grad()) {
+        gi[i] = Tensor::empty(in[i].shape(), g.dtype());
+        const auto* src = static_cast<const std::uint8_t*>(g.raw_data());
+        auto* dst = static_cast<std::uint8_t*>(gi[i].raw_data());
+        for (std::int64_t a = 0; a < outer; ++a)
+          std::memcpy(dst + a * n * esize, src + (a * row + off) * esize, n * esize);
+      }
+      off += n;
+    }
   });
   return out;
 }
