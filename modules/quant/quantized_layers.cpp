@@ -208,7 +208,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
 
 std::string QuantizedLinear::extra_repr() const {
   return qat::detail::concat("in_features=", weight_.size(1), ", out_features=", weight_.size(0),
-                        fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
+                             fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
 }
 
 QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale,
@@ -361,6 +361,126 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
       }
   y.set_quant_info(x.quant_info());
   return y;
+}
+
+// ---- average pools ------------------------------------------------------------------------------
+
+namespace {
+std::string pair_str(Pair p) { return qat::detail::concat("(", p[0], ", ", p[1], ")"); }
+
+// One axis of an average pool: output o averages input taps [lo[o], hi[o]) dividing by count[o].
+struct Bins {
+  std::vector<std::int64_t> lo, hi, count;
+};
+// avg_pool2d's windows (ops/pool.cpp, PyTorch floor mode): start = o s - p, end = min(start + k,
+// n + p), taps clipped to [0, n), count end - start with count_include_pad, else the taps.
+Bins sliding_bins(std::int64_t n, std::int64_t n_out, std::int64_t k, std::int64_t s, std::int64_t p,
+                  bool include_pad) {
+  Bins b;
+  for (std::int64_t o = 0; o < n_out; ++o) {
+    const std::int64_t start = o * s - p, end = std::min(start + k, n + p);
+    b.lo.push_back(std::max<std::int64_t>(start, 0));
+    b.hi.push_back(std::min(end, n));
+    b.count.push_back(include_pad ? end - start : b.hi.back() - b.lo.back());
+  }
+  return b;
+}
+// adaptive_avg_pool2d's bins: [floor(o n / n_out), ceil((o + 1) n / n_out)).
+Bins adaptive_bins(std::int64_t n, std::int64_t n_out) {
+  Bins b;
+  for (std::int64_t o = 0; o < n_out; ++o) {
+    b.lo.push_back(o * n / n_out);
+    b.hi.push_back(((o + 1) * n + n_out - 1) / n_out);
+    b.count.push_back(b.hi.back() - b.lo.back());
+  }
+  return b;
+}
+
+void check_pool_input(const Tensor& x, const char* who) {
+  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized() && x.dim() == 4, who,
+              "expects a quantized uint8 (N, C, H, W) input, got ",
+              x.defined() ? x.str() : "an undefined tensor");
+  QAT_REQUIRE(x.numel() > 0, who, "input of shape ", x.shape(), " is empty");
+}
+
+// round_half_even(num / den) for den > 0, in integers
+std::int64_t div_round_half_even(std::int64_t num, std::int64_t den) {
+  std::int64_t q = num / den, r = num % den;
+  if (r < 0) q -= 1, r += den;  // floor division: 0 <= r < den
+  return 2 * r > den || (2 * r == den && (q & 1) != 0) ? q + 1 : q;
+}
+
+// y[pl, oh, ow] = z + round_half_even(sum of (q - z) over the window / count) (see the header)
+Tensor avg_pool_u8(const Tensor& x, const Bins& bh, const Bins& bw) {
+  const std::int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const auto Ho = std::ssize(bh.lo), Wo = std::ssize(bw.lo);
+  const std::int32_t z = x.quant_info().zero_point;
+  Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), Ho, Wo}, DType::UInt8);
+  const std::uint8_t* px = x.data<std::uint8_t>();
+  std::uint8_t* py = y.data<std::uint8_t>();
+  parallel_for(planes, 2, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      const std::uint8_t* in = px + pl * H * W;
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          std::int64_t sum = 0;
+          for (std::int64_t h = bh.lo[oh]; h < bh.hi[oh]; ++h)
+            for (std::int64_t w = bw.lo[ow]; w < bw.hi[ow]; ++w) sum += in[h * W + w];
+          const std::int64_t taps = (bh.hi[oh] - bh.lo[oh]) * (bw.hi[ow] - bw.lo[ow]);
+          const std::int64_t q = z + div_round_half_even(sum - taps * z, bh.count[oh] * bw.count[ow]);
+          py[(pl * Ho + oh) * Wo + ow] = static_cast<std::uint8_t>(std::clamp<std::int64_t>(q, 0, 255));
+        }
+    }
+  });
+  y.set_quant_info(x.quant_info());
+  return y;
+}
+}  // namespace
+
+QuantizedAvgPool2d::QuantizedAvgPool2d(const Pool2dParams& params)
+    : nn::Module("QuantizedAvgPool2d"), params_(params) {
+  const Pair k = params.kernel, s = params.stride, p = params.padding;
+  QAT_REQUIRE(k[0] > 0 && k[1] > 0, "QuantizedAvgPool2d", "kernel must be positive, got ", pair_str(k));
+  QAT_REQUIRE((s[0] > 0 && s[1] > 0) || (s[0] == 0 && s[1] == 0), "QuantizedAvgPool2d",
+              "stride must be positive (or (0, 0) for the kernel), got ", pair_str(s));
+  QAT_REQUIRE(p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] && 2 * p[1] <= k[1], "QuantizedAvgPool2d",
+              "padding must be between 0 and half the kernel ", pair_str(k), ", got ", pair_str(p));
+}
+
+Tensor QuantizedAvgPool2d::forward(const Tensor& x) {
+  check_pool_input(x, "QuantizedAvgPool2d");
+  const Pair k = params_.kernel, s = params_.stride == Pair{0, 0} ? params_.kernel : params_.stride;
+  const Pair p = params_.padding;
+  const std::int64_t H = x.size(2), W = x.size(3);
+  QAT_REQUIRE(H + 2 * p[0] >= k[0] && W + 2 * p[1] >= k[1], "QuantizedAvgPool2d", "kernel ", pair_str(k),
+              " is larger than the padded input ", H + 2 * p[0], "x", W + 2 * p[1], " (x of shape ",
+              x.shape(), ")");
+  const std::int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
+  return avg_pool_u8(x, sliding_bins(H, Ho, k[0], s[0], p[0], params_.count_include_pad),
+                     sliding_bins(W, Wo, k[1], s[1], p[1], params_.count_include_pad));
+}
+
+std::string QuantizedAvgPool2d::extra_repr() const {
+  return qat::detail::concat("kernel_size=", pair_str(params_.kernel),
+                             ", stride=", pair_str(params_.stride),
+                             ", padding=", pair_str(params_.padding),
+                             params_.count_include_pad ? "" : ", count_include_pad=false");
+}
+
+QuantizedAdaptiveAvgPool2d::QuantizedAdaptiveAvgPool2d(Pair output_size)
+    : nn::Module("QuantizedAdaptiveAvgPool2d"), output_size_(output_size) {
+  QAT_REQUIRE(output_size[0] > 0 && output_size[1] > 0, "QuantizedAdaptiveAvgPool2d",
+              "output_size must be positive, got ", pair_str(output_size));
+}
+
+Tensor QuantizedAdaptiveAvgPool2d::forward(const Tensor& x) {
+  check_pool_input(x, "QuantizedAdaptiveAvgPool2d");
+  return avg_pool_u8(x, adaptive_bins(x.size(2), output_size_[0]),
+                     adaptive_bins(x.size(3), output_size_[1]));
+}
+
+std::string QuantizedAdaptiveAvgPool2d::extra_repr() const {
+  return "output_size=" + pair_str(output_size_);
 }
 
 Tensor QuantizedReLU::forward(const Tensor& x) {

@@ -121,6 +121,36 @@ class QuantizedMaxPool2d : public nn::Module {
   bool nhwc_ = false;
 };
 
+/// Average pooling on quantized (N, C, H, W) values (NCHW only: convert keeps the input of an
+/// average pool NCHW). The output keeps the input's quantization, as PyTorch's quantized
+/// avg_pool2d, and each window averages its codes in integers:
+///   q_out = z + round_half_even(sum over the window's taps inside the input of (q - z) / count)
+/// with avg_pool2d's windows and count (the padded window when count_include_pad, else the taps
+/// inside), so padding counts as real 0 (code z); without padding, round_half_even(sum q / count).
+class QuantizedAvgPool2d : public nn::Module {
+ public:
+  explicit QuantizedAvgPool2d(const Pool2dParams& params);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  const Pool2dParams& params() const { return params_; }
+
+ private:
+  Pool2dParams params_;
+};
+
+/// Adaptive average pooling on quantized (N, C, H, W) values to `output_size`: adaptive_avg_pool2d's
+/// bins, QuantizedAvgPool2d's integer average; the output keeps the input's quantization.
+class QuantizedAdaptiveAvgPool2d : public nn::Module {
+ public:
+  explicit QuantizedAdaptiveAvgPool2d(Pair output_size);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Pair output_size() const { return output_size_; }
+
+ private:
+  Pair output_size_;
+};
+
 /// ReLU on quantized values: q = max(q, zero_point).
 class QuantizedReLU : public nn::Module {
  public:
