@@ -143,7 +143,8 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
   std::vector<Shape> shapes;
   for (std::size_t i = 0; i < xs.size(); ++i) {
     QAT_REQUIRE(xs[i].defined(), fn, "input ", i, " is an undefined tensor");
-    require_float(xs[i], fn, "xs");
+    QAT_REQUIRE(is_floating(xs[i].dtype()), fn, "input ", i, " must be float32 or float64, got ",
+                dtype_name(xs[i].dtype()), " of shape ", xs[i].shape());
     QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), fn, "input ", i, " is ", dtype_name(xs[i].dtype()),
                 " but input 0 is ", dtype_name(xs[0].dtype()));
     shapes.push_back(xs[i].shape());
