@@ -14,6 +14,7 @@
 #include "common/isa.h"
 #include "framework/autograd/ops.h"
 #include "framework/nn/basic.h"
+#include "framework/nn/graph.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/functional.h"
 #include "modules/quant/kernels/cpu/int8_ops.h"
@@ -228,6 +229,29 @@ BOOST_AUTO_TEST_CASE(ste_gradient_reaches_both_inputs) {
       if (which != 1) BOOST_TEST(blocked > 5);
     }
   }
+}
+
+// A skip connection through an Add held as nn::Child<quant::Functional>: one atomic graph node
+// with both inputs, and the Child follows its replacement by the int8 version.
+BOOST_AUTO_TEST_CASE(graph_capture_and_child_handles) {
+  struct Net : nn::Module {
+    Net() : nn::Module("Net") {}
+    nn::Child<Functional> skip_ = register_child<Functional>("skip", std::make_shared<Add>());
+    Tensor forward(const Tensor& x) override { return skip_(x, relu(x)); }
+  } net;
+  const nn::Graph g = nn::trace(net, Tensor::zeros(Shape{2, 3}));
+  const std::vector<int> calls = g.calls(net.child("skip").get());
+  BOOST_REQUIRE(calls.size() == 1u);
+  const nn::GraphNode& node = g.nodes[calls[0]];
+  BOOST_TEST(node.type == "Add");
+  BOOST_TEST(node.name == "skip");
+  BOOST_TEST(node.inputs.size() == 2u);
+  BOOST_TEST(node.inputs[0] == 0);  // the model input
+  BOOST_TEST(g.output == calls[0]);
+  net.replace_child("skip", std::make_shared<QuantizedAdd>(ActivationQuant{{0.1, 128}, 0, 255}));
+  const Tensor q = codes(Shape{2, 3}, {0.1, 128}, 0, 255, 80);
+  BOOST_TEST(net.skip_->type_name() == "QuantizedAdd");
+  BOOST_TEST(net.skip_(q, q).dtype() == DType::UInt8);
 }
 
 // ---- int8 ops vs the fake-quantized model ----------------------------------------------------------
