@@ -1,8 +1,8 @@
 // The quantization hot path of a QAT step, each kernel next to a reference measured in the same
 // run (1 thread), on the AVX2 path and the best path of this CPU: memcpy of the bytes a kernel
-// must read and write (observers, fake quant, FP8), or the fake-quant forward of the same tensor
-// (LSQ forward + the three gradients, learnable amax); then the int8 inference kernel next to
-// our float GEMM on the same shape.
+// must read and write (observers, fake quant, FP8, int8 add), or the fake-quant forward of the same
+// tensor (LSQ forward + the three gradients, learnable amax); then the int8 inference kernel next to our
+// float GEMM on the same shape.
 //   build/bench/bench_quant           both paths, every kernel
 //   build/bench/bench_quant --rows    the current path (QAT_CPU) only, the issue-table rows as
 //                                     "ROW key ratio (detail)" lines (bench/cpu_table.sh reads them)
@@ -19,6 +19,7 @@
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/functional.h"
 #include "modules/quant/observer.h"
 
 using namespace qat;
@@ -118,6 +119,13 @@ void quant_kernels() {
     const QuantSpec e4{.format = Format::FP8_E4M3};
     row("FP8 E4M3 fake quant forward", big, seconds_per_call([&] { fake_quantize_fp8(xb, fs, e4); }),
         bf * 2 + big.numel());
+  }
+  {  // int8 add (QuantizedAdd, bit-exact with the fake-quant model) of 2^20 codes: reads two
+     // uint8 tensors, writes one
+    const Tensor qa = Quantize({{0.03, 128}, 0, 255}).forward(xb),
+                 qb = Quantize({{0.02, 100}, 0, 255}).forward(xb);
+    QuantizedAdd add_op({{0.05, 128}, 0, 255});
+    row("int8 add (QuantizedAdd)", big, seconds_per_call([&] { add_op(qa, qb); }), big.numel() * 3);
   }
 }
 }  // namespace

@@ -57,8 +57,12 @@ inline Tensor view(const Tensor& x, const std::vector<std::int64_t>& shape) { re
 Tensor flatten(const Tensor& x, int start_dim = 1, int end_dim = -1);
 /// Swaps two dimensions (copies: tensors are always contiguous).
 Tensor transpose(const Tensor& x, int dim0, int dim1);
-/// Concatenation along `dim` (negative counts from the end); the other dimensions must match.
-Tensor cat(const std::vector<Tensor>& xs, int dim);
+/// Concatenates `xs` along `dim` (negative counts from the end): same rank, same dtype (float32
+/// or float64) and the same sizes except along `dim`;  dx_i = the slice of g that x_i filled.
+Tensor cat(const std::vector<Tensor>& xs, int dim = 0);
+/// The shape of cat over tensors of `shapes` along `dim`, with cat's checks (errors name `fn`
+/// and the offending input's index and shape); also used by the int8 cat.
+Shape cat_shape(const std::vector<Shape>& shapes, int dim, const char* fn);
 
 // ---- linear algebra (ops/linalg.cpp) ------------------------------------------------------
 /// (M,K) x (K,N) -> (M,N); batched (B,M,K) x (B,K,N) -> (B,M,N).

@@ -1,149 +1,204 @@
 #include "modules/quant/functional.h"
 
-#include <cmath>
+#include <array>
+#include <cstring>
 
 #include "framework/autograd/ops.h"
+#include "framework/autograd/ops/broadcast.h"
+#include "framework/tensor/parallel.h"
+#include "modules/quant/detail/output_quant.h"
+#include "modules/quant/kernels/cpu/int8_ops.h"
 
 namespace qat::quant {
 
-// ---- Functional ------------------------------------------------------------------------------
+// ---- Functional ---------------------------------------------------------------------------------
 
-Tensor Functional::operator()(const Tensor& a, const Tensor& b) { return (*this)(std::vector<Tensor>{a, b}); }
+namespace {
+std::string arity_str(int arity) {
+  return arity < 0 ? std::string("at least 1 input")
+                   : qat::detail::concat(arity, arity == 1 ? " input" : " inputs");
+}
+}  // namespace
+
+Tensor Functional::operator()(const Tensor& a, const Tensor& b) {
+  return (*this)(std::vector<Tensor>{a, b});
+}
 
 Tensor Functional::operator()(const std::vector<Tensor>& inputs) {
   const int n = arity();
-  QAT_REQUIRE(n < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == n, type_name(), "takes ",
-              n < 0 ? std::string("at least 1") : std::to_string(n), " inputs, got ", inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    QAT_REQUIRE(inputs[i].defined(), type_name(), "input ", i, " is undefined");
+  QAT_REQUIRE(n < 0 ? !inputs.empty() : std::ssize(inputs) == n, type_name(), "takes ", arity_str(n),
+              ", got ", inputs.size());
   return call(inputs, [&] { return apply(inputs); });
 }
 
-Tensor Functional::forward(const Tensor&) {
-  throw Error(qat::detail::concat(type_name(), ": takes ", arity() < 0 ? std::string("a list of") : std::to_string(arity()),
-                                  " inputs; call it as op(a, b) (hold it as nn::Child<quant::Functional>)"));
+// Module::operator()(x) (hooks already around it) lands here.
+Tensor Functional::forward(const Tensor& x) {
+  QAT_REQUIRE(arity() < 0, type_name(), "takes ", arity_str(arity()),
+              ", call it as op(a, b) (got one input)");
+  return apply({x});
 }
 
-// ---- float / QAT -----------------------------------------------------------------------------
+// ---- float / QAT ops ----------------------------------------------------------------------------
 
 void FloatFunctional::set_quantizer(std::shared_ptr<Quantizer> q) {
-  QAT_REQUIRE(q != nullptr, "FloatFunctional::set_quantizer", "quantizer for ", type_name(), " is null");
+  QAT_REQUIRE(q != nullptr, "FloatFunctional::set_quantizer", type_name(), ": the quantizer is null");
   QAT_REQUIRE(quantizer_ == nullptr, "FloatFunctional::set_quantizer", type_name(),
-              " has an output quantizer already");
+              " already has an output quantizer (", quantizer_->type_name(), ")");
   quantizer_ = register_module("activation_post_process", std::move(q));
 }
 
-// y = act_fq(compute(inputs))
+// y = q(compute(inputs)), q the output quantizer when prepared
 Tensor FloatFunctional::apply(const std::vector<Tensor>& inputs) {
-  const Tensor y = compute(inputs);
-  return quantizer_ ? quantizer_->forward(y) : y;
+  Tensor y = compute(inputs);
+  return quantizer_ ? (*quantizer_)(y) : y;
 }
 
 Tensor Add::compute(const std::vector<Tensor>& in) const { return add(in[0], in[1]); }
 Tensor AddReLU::compute(const std::vector<Tensor>& in) const { return relu(add(in[0], in[1])); }
 Tensor Mul::compute(const std::vector<Tensor>& in) const { return mul(in[0], in[1]); }
 Tensor Cat::compute(const std::vector<Tensor>& in) const { return cat(in, dim_); }
-std::string Cat::extra_repr() const { return "dim=" + std::to_string(dim_); }
 
-nn::ModulePtr Add::quantized(const ActivationQuant& out) const { return std::make_shared<QuantizedAdd>(out); }
-nn::ModulePtr AddReLU::quantized(const ActivationQuant& out) const {
-  return std::make_shared<QuantizedAddReLU>(out);
+nn::ModulePtr Add::quantized(const ActivationQuant& output) const {
+  return std::make_shared<QuantizedAdd>(output);
 }
-nn::ModulePtr Mul::quantized(const ActivationQuant& out) const { return std::make_shared<QuantizedMul>(out); }
-nn::ModulePtr Cat::quantized(const ActivationQuant& out) const {
-  return std::make_shared<QuantizedCat>(dim_, out);
+nn::ModulePtr AddReLU::quantized(const ActivationQuant& output) const {
+  return std::make_shared<QuantizedAddReLU>(output);
 }
+nn::ModulePtr Mul::quantized(const ActivationQuant& output) const {
+  return std::make_shared<QuantizedMul>(output);
+}
+nn::ModulePtr Cat::quantized(const ActivationQuant& output) const {
+  return std::make_shared<QuantizedCat>(output, dim_);
+}
+std::string Cat::extra_repr() const { return qat::detail::concat("dim=", dim_); }
 
-// ---- int8 ------------------------------------------------------------------------------------
+// ---- int8 ops -----------------------------------------------------------------------------------
+
+namespace k = int8::kernels;
+
+namespace {
+// x = (q - zero_point) scale, as the fake quantizer that produced the input computes it
+k::InQuant in_quant(const Tensor& x) {
+  const QuantInfo q = x.quant_info();
+  return {static_cast<float>(q.scale), static_cast<float>(q.zero_point)};
+}
+constexpr std::int64_t kParallelMin = 1 << 16;  // elements below which threads cost more than they save
+}  // namespace
 
 QuantizedFunctional::QuantizedFunctional(std::string type_name, const ActivationQuant& output)
     : Functional(std::move(type_name)) {
-  QAT_REQUIRE(output.quant.scale > 0 && std::isfinite(output.quant.scale), this->type_name(),
-              "output scale must be positive and finite, got ", output.quant.scale);
-  QAT_REQUIRE(0 <= output.lo && output.lo <= output.quant.zero_point &&
-                  output.quant.zero_point <= output.hi && output.hi <= 255,
-              this->type_name(), "needs 0 <= lo <= zero_point <= hi <= 255, got lo ", output.lo,
-              ", zero_point ", output.quant.zero_point, ", hi ", output.hi);
-  scale_ = register_buffer("scale", Tensor::full(Shape{1}, output.quant.scale, DType::Float32));
-  zero_point_ = register_buffer("zero_point", Tensor::full(Shape{1}, output.quant.zero_point, DType::Int32));
-  output_range_ = register_buffer("output_range", Tensor::from_vector<std::int32_t>({output.lo, output.hi}, Shape{2}));
+  output_range_ = register_buffer("output_range", detail::range_of(output, this->type_name().c_str()));
+  scale_ = register_buffer("scale", detail::scalar_f(static_cast<float>(output.quant.scale)));
+  zero_point_ = register_buffer("zero_point", detail::scalar_i(output.quant.zero_point));
 }
 
 QuantInfo QuantizedFunctional::output_quant() const {
   return {static_cast<double>(scale_.data<float>()[0]), zero_point_.data<std::int32_t>()[0]};
 }
 
+ActivationQuant QuantizedFunctional::output() const {
+  return {output_quant(), output_range_.data<std::int32_t>()[0], output_range_.data<std::int32_t>()[1]};
+}
+
 std::string QuantizedFunctional::extra_repr() const {
-  return qat::detail::concat("scale=", scale_.data<float>()[0], ", zero_point=", zero_point_.data<std::int32_t>()[0]);
+  const ActivationQuant o = output();
+  return qat::detail::concat("output ", detail::quant_str(o.quant), ", range [", o.lo, ", ", o.hi, "]");
+}
+
+void QuantizedFunctional::check_inputs(const std::vector<Tensor>& inputs) const {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized(), type_name(), "input ", i,
+                " must be a quantized uint8 tensor, got ",
+                x.defined() ? x.str() : "an undefined tensor");
+  }
 }
 
 namespace {
-
-// x = (q - z) s in float32, the value the fake quantizer produced for code q
-struct Dequant {
-  const std::uint8_t* q;
-  float s, z;
-  float operator()(std::int64_t i) const { return (static_cast<float>(q[i]) - z) * s; }
-};
-
-Dequant input(const Tensor& t, const std::string& who, std::size_t index) {
-  QAT_REQUIRE(t.dtype() == DType::UInt8 && t.is_quantized(), who, "input ", index,
-              " must be a quantized uint8 tensor (an int8 model's activation), got ", dtype_name(t.dtype()),
-              t.is_quantized() ? "" : " without quantization parameters", " of shape ", t.shape());
-  const QuantInfo qi = t.quant_info();
-  return {t.data<std::uint8_t>(), static_cast<float>(qi.scale), static_cast<float>(qi.zero_point)};
+// The output stage of the fake quantizer: inv = 1 / scale in float32 (FakeQuant's 1.0f / scale).
+k::OutQuant out_quant(const ActivationQuant& o) {
+  const auto s = static_cast<float>(o.quant.scale);
+  return {1.0f / s, static_cast<float>(o.quant.zero_point), static_cast<float>(o.lo),
+          static_cast<float>(o.hi)};
 }
-
 }  // namespace
 
-// q = clamp(round_half_even(v * inv) + z, lo, hi), as the fake quantizer computes it
-Tensor QuantizedFunctional::apply(const std::vector<Tensor>& in) {
-  const float s = scale_.data<float>()[0], inv = 1.0f / s;
-  const auto z = static_cast<float>(zero_point_.data<std::int32_t>()[0]);
-  const auto lo = static_cast<float>(output_range_.data<std::int32_t>()[0]);
-  const auto hi = static_cast<float>(output_range_.data<std::int32_t>()[1]);
-  auto requant = [&](float v) {
-    float q = std::nearbyint(v * inv) + z;
-    q = q > lo ? q : lo;
-    q = q < hi ? q : hi;
-    return static_cast<std::uint8_t>(q);
-  };
-  Tensor out;
-  if (const auto* c = dynamic_cast<const QuantizedCat*>(this)) {
-    // cat: each input's block of `inner` elements per outer index, requantized
-    const Shape& s0 = in[0].shape();
-    const int d = s0.axis(c->dim_, type_name().c_str());
-    std::vector<std::int64_t> dims = s0.vec();
-    std::int64_t outer = 1, total = 0;
-    for (int k = 0; k < d; ++k) outer *= s0[k];
-    std::vector<Dequant> src;
-    std::vector<std::int64_t> inner;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const Shape& si = in[i].shape();
-      bool fits = si.rank() == s0.rank();
-      for (int k = 0; fits && k < si.rank(); ++k) fits = k == d || si[k] == s0[k];
-      QAT_REQUIRE(fits, type_name(), "input ", i, " of shape ", si, " does not match input 0 of shape ", s0,
-                  " outside dimension ", d);
-      src.push_back(input(in[i], type_name(), i));
-      inner.push_back(si.numel() / std::max<std::int64_t>(outer, 1));
-      total += si[d];
+// Same shapes: one flat run (split over threads; each element alone, so any split gives the
+// same bytes). Broadcasting: rows of the broadcast plan (ops/broadcast.h), each a run with unit
+// or zero strides.
+Tensor QuantizedBinary::apply(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  const Tensor &a = inputs[0], &b = inputs[1];
+  const Shape os = broadcast_shapes(a.shape(), b.shape(), type_name().c_str());
+  const ActivationQuant o = output();
+  const k::OutQuant oq = out_quant(o);
+  const k::InQuant qa = in_quant(a), qb = in_quant(b);
+  const k::BinaryOp op = op_ == Op::Add       ? k::BinaryOp::Add
+                         : op_ == Op::AddReLU ? k::BinaryOp::AddReLU
+                                              : k::BinaryOp::Mul;
+  Tensor y = Tensor::empty(os, DType::UInt8);
+  const std::uint8_t *pa = a.data<std::uint8_t>(), *pb = b.data<std::uint8_t>();
+  std::uint8_t* py = y.data<std::uint8_t>();
+  const std::int64_t total = y.numel();
+  if (total > 0 && a.shape() == b.shape()) {
+    parallel_for(total, kParallelMin, [&](std::int64_t i0, std::int64_t i1) {
+      k::binary_u8(op, pa + i0, 1, qa, pb + i0, 1, qb, i1 - i0, oq, py + i0);
+    });
+  } else if (total > 0) {
+    const qat::detail::BroadcastPlan p =
+        qat::detail::BroadcastPlan::make(os, a.shape(), b.shape(), true);
+    const int r = p.rank;
+    const std::int64_t n = p.size[r - 1];
+    std::array<std::int64_t, Shape::kMaxDims> idx{};
+    for (std::int64_t base = 0; base < total; base += n) {
+      std::int64_t oa = 0, ob = 0;
+      for (int d = 0; d + 1 < r; ++d) oa += idx[d] * p.sa[d], ob += idx[d] * p.sb[d];
+      k::binary_u8(op, pa + oa, p.sa[r - 1], qa, pb + ob, p.sb[r - 1], qb, n, oq, py + base);
+      for (int d = r - 2; d >= 0 && ++idx[d] == p.size[d]; --d) idx[d] = 0;  // odometer
     }
-    dims[static_cast<std::size_t>(d)] = total;
-    out = Tensor::empty(Shape(dims), DType::UInt8);
-    std::uint8_t* po = out.data<std::uint8_t>();
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::size_t i = 0; i < in.size(); ++i)
-        for (std::int64_t k = 0; k < inner[i]; ++k) *po++ = requant(src[i](o * inner[i] + k));
-  } else {
-    QAT_REQUIRE(in[0].shape() == in[1].shape(), type_name(), "inputs must have the same shape, got ",
-                in[0].shape(), " and ", in[1].shape(), " (broadcasting is float-only)");
-    const Dequant a = input(in[0], type_name(), 0), b = input(in[1], type_name(), 1);
-    out = Tensor::empty(in[0].shape(), DType::UInt8);
-    std::uint8_t* po = out.data<std::uint8_t>();
-    for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = requant(combine(a(i), b(i)));
   }
-  out.set_quant_info(output_quant());
-  return out;
+  y.set_quant_info(o.quant);
+  return y;
+}
+
+// out[a, off_i + j, c] = requant_i(x_i[a, j, c]) (cat's (outer, n_i, inner) view). An input
+// already quantized as the output copies: ((q - z) s) (1 / s) is within 3 ulp of the integer
+// q - z (|q - z| <= 255), so it rounds back to q, and [0, 255] clamps nothing.
+Tensor QuantizedCat::apply(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  std::vector<Shape> shapes;
+  for (const Tensor& x : inputs) shapes.push_back(x.shape());
+  const Shape os = cat_shape(shapes, dim_, type_name().c_str());
+  const int d = os.axis(dim_, type_name().c_str());
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= os[i];
+  for (int i = d + 1; i < os.rank(); ++i) inner *= os[i];
+  const std::int64_t row = os[d] * inner;
+  const ActivationQuant o = output();
+  const k::OutQuant oq = out_quant(o);
+  Tensor y = Tensor::empty(os, DType::UInt8);
+  std::uint8_t* py = y.data<std::uint8_t>();
+  std::int64_t off = 0;
+  for (const Tensor& x : inputs) {
+    const std::int64_t n = x.size(d) * inner;
+    const QuantInfo q = x.quant_info();
+    const bool copy = static_cast<float>(q.scale) == static_cast<float>(o.quant.scale) &&
+                      q.zero_point == o.quant.zero_point && o.lo == 0 && o.hi == 255;
+    const std::uint8_t* px = x.data<std::uint8_t>();
+    for (std::int64_t a = 0; a < outer; ++a) {
+      if (copy)
+        std::memcpy(py + a * row + off, px + a * n, n);
+      else
+        k::requantize_u8(px + a * n, n, in_quant(x), oq, py + a * row + off);
+    }
+    off += n;
+  }
+  y.set_quant_info(o.quant);
+  return y;
+}
+
+std::string QuantizedCat::extra_repr() const {
+  return qat::detail::concat("dim=", dim_, ", ", QuantizedFunctional::extra_repr());
 }
 
 }  // namespace qat::quant

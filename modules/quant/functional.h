@@ -9,6 +9,7 @@
 //       "skip", std::make_shared<quant::Add>());
 //   Tensor forward(const Tensor& x) override { return skip_(x, body_(x)); }
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/nn/module.h"
@@ -104,72 +105,77 @@ class Cat : public FloatFunctional {
   int dim_;
 };
 
-// ---- int8 versions (convert puts them in place of the float ones) -----------------------------
+// ---- int8 versions (what convert puts in place of the float ones) ---------------------------
 
-/// Base of the int8 functional ops: inputs are uint8 tensors carrying their quantization (any
-/// scale and zero point), the output is requantized to the module's: buffers scale, zero_point,
-/// output_range like quant::Quantize. Each input code is dequantized and the float op computed
-/// exactly as the QAT model's fake-quantized values are, then
-///   q = clamp(round_half_even(v * (1 / scale)) + zero_point, lo, hi),
-/// so the codes equal the fake-quant model's bit for bit.
+/// Base of the int8 functional ops: uint8 inputs carrying any quantization (Tensor::quant_info),
+/// a uint8 output with the module's quantization, clamped to its range (buffers scale float32
+/// [1], zero_point int32 [1], output_range int32 [2], as quant::Quantize). Each computes in
+/// float32 exactly what the fake-quantized model computes from the same input codes:
+/// x = (q - zero_point) scale per input, the float op, then the output fake quantizer
+/// q = clamp(round_half_even(v (1 / scale)) + zero_point, lo, hi), so the output codes equal the
+/// QAT model's bit for bit (kernels/cpu/int8_ops.h).
 class QuantizedFunctional : public Functional {
  public:
   QuantInfo output_quant() const;
+  /// The output quantization with its clamp range.
+  ActivationQuant output() const;
   std::string extra_repr() const override;
 
  protected:
   QuantizedFunctional(std::string type_name, const ActivationQuant& output);
-  Tensor apply(const std::vector<Tensor>& inputs) final;
-  /// The float value of one output element from the dequantized inputs' elements.
-  virtual float combine(float a, float b) const = 0;
+  /// Checks every input is a quantized uint8 tensor (errors name the type and the input index).
+  void check_inputs(const std::vector<Tensor>& inputs) const;
 
   Tensor scale_, zero_point_, output_range_;
 };
 
-/// int8 a + b (same shapes). Type "QuantizedAdd".
-class QuantizedAdd : public QuantizedFunctional {
- public:
-  explicit QuantizedAdd(const ActivationQuant& output) : QuantizedFunctional("QuantizedAdd", output) {}
-
+/// Elementwise int8 add / add + relu / mul with NumPy broadcasting (qat::add's).
+class QuantizedBinary : public QuantizedFunctional {
  protected:
-  float combine(float a, float b) const override { return a + b; }
-};
-
-/// int8 relu(a + b). Type "QuantizedAddReLU".
-class QuantizedAddReLU : public QuantizedFunctional {
- public:
-  explicit QuantizedAddReLU(const ActivationQuant& output)
-      : QuantizedFunctional("QuantizedAddReLU", output) {}
-
- protected:
-  float combine(float a, float b) const override {
-    const float v = a + b;
-    return v > 0.0f ? v : 0.0f;
-  }
-};
-
-/// int8 a * b (same shapes). Type "QuantizedMul".
-class QuantizedMul : public QuantizedFunctional {
- public:
-  explicit QuantizedMul(const ActivationQuant& output) : QuantizedFunctional("QuantizedMul", output) {}
-
- protected:
-  float combine(float a, float b) const override { return a * b; }
-};
-
-/// int8 concatenation along `dim`, each input requantized to the output's quantization.
-/// Type "QuantizedCat".
-class QuantizedCat : public QuantizedFunctional {
- public:
-  QuantizedCat(int dim, const ActivationQuant& output)
-      : QuantizedFunctional("QuantizedCat", output), dim_(dim) {}
-  int arity() const override { return -1; }
-
- protected:
-  float combine(float a, float) const override { return a; }
+  enum class Op { Add, AddReLU, Mul };
+  QuantizedBinary(std::string type_name, const ActivationQuant& output, Op op)
+      : QuantizedFunctional(std::move(type_name), output), op_(op) {}
+  Tensor apply(const std::vector<Tensor>& inputs) override;
 
  private:
-  friend class QuantizedFunctional;
+  Op op_;
+};
+
+/// int8 Add. Type "QuantizedAdd".
+class QuantizedAdd : public QuantizedBinary {
+ public:
+  explicit QuantizedAdd(const ActivationQuant& output)
+      : QuantizedBinary("QuantizedAdd", output, Op::Add) {}
+};
+
+/// int8 AddReLU. Type "QuantizedAddReLU".
+class QuantizedAddReLU : public QuantizedBinary {
+ public:
+  explicit QuantizedAddReLU(const ActivationQuant& output)
+      : QuantizedBinary("QuantizedAddReLU", output, Op::AddReLU) {}
+};
+
+/// int8 Mul. Type "QuantizedMul".
+class QuantizedMul : public QuantizedBinary {
+ public:
+  explicit QuantizedMul(const ActivationQuant& output)
+      : QuantizedBinary("QuantizedMul", output, Op::Mul) {}
+};
+
+/// int8 concatenation along `dim`: each input requantized to the output quantization (a copy when
+/// it already has it and the range is the full [0, 255]). Type "QuantizedCat".
+class QuantizedCat : public QuantizedFunctional {
+ public:
+  QuantizedCat(const ActivationQuant& output, int dim)
+      : QuantizedFunctional("QuantizedCat", output), dim_(dim) {}
+  int arity() const override { return -1; }
+  int dim() const { return dim_; }
+  std::string extra_repr() const override;
+
+ protected:
+  Tensor apply(const std::vector<Tensor>& inputs) override;
+
+ private:
   int dim_;
 };
 

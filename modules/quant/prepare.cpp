@@ -284,7 +284,7 @@ struct Planner {
       if (n.kind != nn::GraphNode::Kind::Module) return n.type == "reshape" ? grid(n.inputs.at(0)) : nullptr;
       if (auto* layer = dynamic_cast<const QatLayer*>(n.module)) return layer->activation_fake_quant();
       if (auto* stub = dynamic_cast<const QuantStub*>(n.module)) return stub->quantizer();
-      if (auto* pool = dynamic_cast<const QuantPool*>(n.module)) return grid(n.inputs.at(0));
+      if (dynamic_cast<const QuantPool*>(n.module)) return grid(n.inputs.at(0));
       if (auto it = fn_quantizer.find(n.module); it != fn_quantizer.end()) return it->second;
       static const std::set<std::string> pass{"ReLU", "MaxPool2d", "Identity", "Flatten", "Dropout"};
       return pass.count(n.type) && !n.inputs.empty() ? grid(n.inputs[0]) : nullptr;

@@ -7,27 +7,17 @@
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/tensor/parallel.h"
+#include "modules/quant/detail/output_quant.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
 #include "modules/quant/kernels/cpu/int8_ops.h"
 
 namespace qat::quant {
 
-namespace {
-Tensor scalar_f(float v) { return Tensor::full(Shape{1}, v, DType::Float32); }
-Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType::Int32); }
-std::string quant_str(QuantInfo q) {
-  return detail::concat("scale=", q.scale, ", zero_point=", q.zero_point);
-}
-Tensor range_of(const ActivationQuant& a, const char* who) {
-  QAT_REQUIRE(a.quant.scale > 0 && std::isfinite(a.quant.scale), who, "scale must be positive, got ",
-              a.quant.scale);
-  QAT_REQUIRE(0 <= a.lo && a.lo <= a.quant.zero_point && a.quant.zero_point <= a.hi && a.hi <= 255, who,
-              "needs 0 <= lo <= zero_point <= hi <= 255, got lo ", a.lo, ", zero_point ",
-              a.quant.zero_point, ", hi ", a.hi);
-  return Tensor::from_vector<std::int32_t>({a.lo, a.hi}, Shape{2});
-}
-}  // namespace
+using detail::quant_str;
+using detail::range_of;
+using detail::scalar_f;
+using detail::scalar_i;
 
 // ---- Quantize / Dequantize ------------------------------------------------------------------
 
@@ -218,8 +208,8 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
 }
 
 std::string QuantizedLinear::extra_repr() const {
-  return detail::concat("in_features=", weight_.size(1), ", out_features=", weight_.size(0),
-                        fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
+  return qat::detail::concat("in_features=", weight_.size(1), ", out_features=", weight_.size(0),
+                             fused_relu_ ? ", relu" : "", ", output ", quant_str(output_quant()));
 }
 
 QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_scale,
@@ -374,27 +364,18 @@ Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
   return y;
 }
 
-Tensor QuantizedReLU::forward(const Tensor& x) {
-  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized(), "QuantizedReLU",
-              "expects a quantized uint8 input, got ", x.defined() ? x.str() : "an undefined tensor");
-  const auto zp = static_cast<std::uint8_t>(x.quant_info().zero_point);
-  Tensor y = Tensor::empty(x.shape(), DType::UInt8);
-  const std::uint8_t* px = x.data<std::uint8_t>();
-  std::uint8_t* py = y.data<std::uint8_t>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = std::max(px[i], zp);
-  y.set_quant_info(x.quant_info());
-  return y;
-}
-
 // ---- average pools ---------------------------------------------------------------------------
 
 namespace {
+std::string pair_str(Pair p) { return qat::detail::concat("(", p[0], ", ", p[1], ")"); }
+
 // Dequantizes x (NCHW uint8), pools in float with `pool`, requantizes to x's grid.
 template <class Pool>
 Tensor pool_on_grid(const Tensor& x, const char* who, Pool pool) {
   QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized() && x.dim() == 4, who,
               "expects a quantized uint8 (N, C, H, W) input, got ",
-              x.defined() ? std::string(dtype_name(x.dtype())) + " " + x.shape().str() : "an undefined tensor");
+              x.defined() ? x.str() : "an undefined tensor");
+  QAT_REQUIRE(x.numel() > 0, who, "input of shape ", x.shape(), " is empty");
   const QuantInfo q = x.quant_info();
   const auto s = static_cast<float>(q.scale), inv = 1.0f / s, z = static_cast<float>(q.zero_point);
   Tensor xf = Tensor::empty(x.shape(), DType::Float32);
@@ -411,13 +392,59 @@ Tensor pool_on_grid(const Tensor& x, const char* who, Pool pool) {
 }
 }  // namespace
 
+QuantizedAvgPool2d::QuantizedAvgPool2d(const Pool2dParams& params)
+    : nn::Module("QuantizedAvgPool2d"), params_(params) {
+  const Pair k = params.kernel, s = params.stride, p = params.padding;
+  QAT_REQUIRE(k[0] > 0 && k[1] > 0, "QuantizedAvgPool2d", "kernel must be positive, got ", pair_str(k));
+  QAT_REQUIRE((s[0] > 0 && s[1] > 0) || (s[0] == 0 && s[1] == 0), "QuantizedAvgPool2d",
+              "stride must be positive (or (0, 0) for the kernel), got ", pair_str(s));
+  QAT_REQUIRE(p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] && 2 * p[1] <= k[1], "QuantizedAvgPool2d",
+              "padding must be between 0 and half the kernel ", pair_str(k), ", got ", pair_str(p));
+}
+
 Tensor QuantizedAvgPool2d::forward(const Tensor& x) {
+  QAT_REQUIRE(x.defined() && x.dim() == 4, "QuantizedAvgPool2d", "expects a quantized uint8 (N, C, H, W) input, got ",
+              x.defined() ? x.str() : "an undefined tensor");
+  const Pair k = params_.kernel, p = params_.padding;
+  const std::int64_t H = x.size(2), W = x.size(3);
+  QAT_REQUIRE(H + 2 * p[0] >= k[0] && W + 2 * p[1] >= k[1], "QuantizedAvgPool2d", "kernel ", pair_str(k),
+              " is larger than the padded input ", H + 2 * p[0], "x", W + 2 * p[1], " (x of shape ",
+              x.shape(), ")");
   return pool_on_grid(x, "QuantizedAvgPool2d", [&](const Tensor& v) { return avg_pool2d(v, params_); });
+}
+
+std::string QuantizedAvgPool2d::extra_repr() const {
+  return qat::detail::concat("kernel_size=", pair_str(params_.kernel),
+                             ", stride=", pair_str(params_.stride),
+                             ", padding=", pair_str(params_.padding),
+                             params_.count_include_pad ? "" : ", count_include_pad=false");
+}
+
+QuantizedAdaptiveAvgPool2d::QuantizedAdaptiveAvgPool2d(Pair output_size)
+    : nn::Module("QuantizedAdaptiveAvgPool2d"), output_size_(output_size) {
+  QAT_REQUIRE(output_size[0] > 0 && output_size[1] > 0, "QuantizedAdaptiveAvgPool2d",
+              "output_size must be positive, got ", pair_str(output_size));
 }
 
 Tensor QuantizedAdaptiveAvgPool2d::forward(const Tensor& x) {
   return pool_on_grid(x, "QuantizedAdaptiveAvgPool2d",
                       [&](const Tensor& v) { return adaptive_avg_pool2d(v, output_size_); });
+}
+
+std::string QuantizedAdaptiveAvgPool2d::extra_repr() const {
+  return "output_size=" + pair_str(output_size_);
+}
+
+Tensor QuantizedReLU::forward(const Tensor& x) {
+  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized(), "QuantizedReLU",
+              "expects a quantized uint8 input, got ", x.defined() ? x.str() : "an undefined tensor");
+  const auto zp = static_cast<std::uint8_t>(x.quant_info().zero_point);
+  Tensor y = Tensor::empty(x.shape(), DType::UInt8);
+  const std::uint8_t* px = x.data<std::uint8_t>();
+  std::uint8_t* py = y.data<std::uint8_t>();
+  for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = std::max(px[i], zp);
+  y.set_quant_info(x.quant_info());
+  return y;
 }
 
 }  // namespace qat::quant

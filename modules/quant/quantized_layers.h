@@ -121,25 +121,32 @@ class QuantizedMaxPool2d : public nn::Module {
   bool nhwc_ = false;
 };
 
-/// Average pooling on quantized values (PyTorch's quantized avg_pool2d keeps the input's
-/// qparams): the average of the dequantized window, as the float op computes it, rounded back
-/// to the input's grid: q = round_half_even(avg / scale) + zero_point. NCHW.
+/// Average pooling on quantized (N, C, H, W) values (NCHW only: convert keeps the input of an
+/// average pool NCHW). The output keeps the input's quantization, as PyTorch's quantized
+/// avg_pool2d. Each output is the float average of the dequantized window (avg_pool2d's windows,
+/// padding as real 0) rounded back to the input's grid, q = round_half_even(avg / s) + z: the
+/// same float32 operations as the QAT model's QuantPool, so the int8 codes equal the fake-quant
+/// model's. (An integer average, z + round_half_even(sum (q - z) / count), differs from it at
+/// exact ties, which even window counts make common.)
 class QuantizedAvgPool2d : public nn::Module {
  public:
-  explicit QuantizedAvgPool2d(const Pool2dParams& params)
-      : nn::Module("QuantizedAvgPool2d"), params_(params) {}
+  explicit QuantizedAvgPool2d(const Pool2dParams& params);
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  const Pool2dParams& params() const { return params_; }
 
  private:
   Pool2dParams params_;
 };
 
-/// Adaptive average pooling on quantized values, the same rule as QuantizedAvgPool2d.
+/// Adaptive average pooling on quantized (N, C, H, W) values to `output_size`: adaptive_avg_pool2d's
+/// bins, QuantizedAvgPool2d's rule; the output keeps the input's quantization.
 class QuantizedAdaptiveAvgPool2d : public nn::Module {
  public:
-  explicit QuantizedAdaptiveAvgPool2d(Pair output_size)
-      : nn::Module("QuantizedAdaptiveAvgPool2d"), output_size_(output_size) {}
+  explicit QuantizedAdaptiveAvgPool2d(Pair output_size);
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Pair output_size() const { return output_size_; }
 
  private:
   Pair output_size_;

@@ -102,52 +102,82 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   return out;
 }
 
-// Concatenation along `dim`: out = [x_0 | x_1 | ...];  dx_i = the slice of g that x_i filled.
+// ---- cat ----------------------------------------------------------------------------------
+
+Shape cat_shape(const std::vector<Shape>& shapes, int dim, const char* fn) {
+  QAT_REQUIRE(!shapes.empty(), fn, "expects at least one tensor, got an empty list");
+  const Shape& first = shapes[0];
+  QAT_REQUIRE(first.rank() > 0, fn, "cannot concatenate a 0-dimensional tensor (input 0)");
+  const int d = first.axis(dim, fn);
+  Shape out = first;
+  for (std::size_t i = 1; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    QAT_REQUIRE(s.rank() == first.rank(), fn, "input ", i, " has shape ", s, " of rank ", s.rank(),
+                " but input 0 has shape ", first, " of rank ", first.rank());
+    for (int k = 0; k < s.rank(); ++k)
+      QAT_REQUIRE(k == d || s[k] == first[k], fn, "input ", i, " has shape ", s,
+                  " but input 0 has shape ", first, ": sizes must match except along dim ", d);
+    out[d] += s[d];
+  }
+  return out;
+}
+
+namespace {
+// Views a tensor of `s` as (outer, s[d], inner) around dim d.
+std::int64_t outer_of(const Shape& s, int d) {
+  std::int64_t n = 1;
+  for (int k = 0; k < d; ++k) n *= s[k];
+  return n;
+}
+std::int64_t inner_of(const Shape& s, int d) {
+  std::int64_t n = 1;
+  for (int k = d + 1; k < s.rank(); ++k) n *= s[k];
+  return n;
+}
+}  // namespace
+
+// out[a, off_i + j, c] = x_i[a, j, c] (x_i viewed as (outer, n_i, inner), off_i = n_0 + ... + n_{i-1});
+// dx_i[a, j, c] = g[a, off_i + j, c]
 Tensor cat(const std::vector<Tensor>& xs, int dim) {
-  QAT_REQUIRE(!xs.empty(), "cat", "needs at least one tensor");
+  constexpr const char* fn = "cat";
+  std::vector<Shape> shapes;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    require_float(xs[i], "cat", "xs");
-    QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), "cat", "input ", i, " is ", dtype_name(xs[i].dtype()),
-                ", input 0 is ", dtype_name(xs[0].dtype()));
+    QAT_REQUIRE(xs[i].defined(), fn, "input ", i, " is an undefined tensor");
+    QAT_REQUIRE(is_floating(xs[i].dtype()), fn, "input ", i, " must be float32 or float64, got ",
+                dtype_name(xs[i].dtype()), " of shape ", xs[i].shape());
+    QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), fn, "input ", i, " is ", dtype_name(xs[i].dtype()),
+                " but input 0 is ", dtype_name(xs[0].dtype()));
+    shapes.push_back(xs[i].shape());
   }
-  const Shape& s0 = xs[0].shape();
-  QAT_REQUIRE(s0.rank() >= 1, "cat", "cannot concatenate rank-0 tensors");
-  const int d = s0.axis(dim, "cat");
-  std::int64_t outer = 1, total = 0;
-  for (int k = 0; k < d; ++k) outer *= s0[k];
-  std::vector<std::int64_t> inner(xs.size());
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    const Shape& si = xs[i].shape();
-    bool fits = si.rank() == s0.rank();
-    for (int k = 0; fits && k < si.rank(); ++k) fits = k == d || si[k] == s0[k];
-    QAT_REQUIRE(fits, "cat", "input ", i, " of shape ", si, " does not match input 0 of shape ", s0,
-                " outside dimension ", d);
-    inner[i] = outer == 0 ? 0 : si.numel() / outer;
-    total += si[d];
+  const Shape os = cat_shape(shapes, dim, fn);
+  const int d = os.axis(dim, fn);
+  const std::int64_t outer = outer_of(os, d), inner = inner_of(os, d), row = os[d] * inner;
+  Tensor out = Tensor::empty(os, xs[0].dtype());
+  const std::size_t esize = element_size(out.dtype());
+  std::int64_t off = 0;  // elements of an output row before x_i's block
+  for (const Tensor& x : xs) {
+    const std::int64_t n = x.shape()[d] * inner;
+    const auto* src = static_cast<const std::uint8_t*>(x.raw_data());
+    auto* dst = static_cast<std::uint8_t*>(out.raw_data());
+    for (std::int64_t a = 0; a < outer; ++a)
+      std::memcpy(dst + (a * row + off) * esize, src + a * n * esize, n * esize);
+    off += n;
   }
-  Shape out_shape = s0;
-  out_shape[d] = total;
-  Tensor out = Tensor::empty(out_shape, xs[0].dtype());
-  const std::size_t es = element_size(xs[0].dtype());
-  const std::int64_t row = out_shape.numel() / std::max<std::int64_t>(outer, 1);
-  auto* po = static_cast<char*>(out.raw_data());
-  for (std::int64_t o = 0, at = 0; o < outer; ++o)
-    for (std::size_t i = 0; i < xs.size(); ++i, at += inner[i - 1])
-      std::memcpy(po + static_cast<std::size_t>(at) * es,
-                  static_cast<const char*>(xs[i].raw_data()) + static_cast<std::size_t>(o * inner[i]) * es,
-                  static_cast<std::size_t>(inner[i]) * es);
-  autograd::record(out, "cat", xs, [outer, inner, row, es](const Tensor& g, const Inputs& in, Grads& gi) {
-    std::int64_t offset = 0;
+  autograd::record(out, "cat", xs, [d](const Tensor& g, const Inputs& in, Grads& gi) {
+    const std::int64_t outer = outer_of(g.shape(), d), inner = inner_of(g.shape(), d),
+                       row = g.shape()[d] * inner;
+    const std::size_t esize = element_size(g.dtype());
+    std::int64_t off = 0;
     for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::int64_t n = in[i].shape()[d] * inner;
       if (in[i].requires_grad()) {
-        Tensor gx = Tensor::empty(in[i].shape(), g.dtype());
-        for (std::int64_t o = 0; o < outer; ++o)
-          std::memcpy(static_cast<char*>(gx.raw_data()) + static_cast<std::size_t>(o * inner[i]) * es,
-                      static_cast<const char*>(g.raw_data()) + static_cast<std::size_t>(o * row + offset) * es,
-                      static_cast<std::size_t>(inner[i]) * es);
-        gi[i] = gx;
+        gi[i] = Tensor::empty(in[i].shape(), g.dtype());
+        const auto* src = static_cast<const std::uint8_t*>(g.raw_data());
+        auto* dst = static_cast<std::uint8_t*>(gi[i].raw_data());
+        for (std::int64_t a = 0; a < outer; ++a)
+          std::memcpy(dst + a * n * esize, src + (a * row + off) * esize, n * esize);
       }
-      offset += inner[i];
+      off += n;
     }
   });
   return out;

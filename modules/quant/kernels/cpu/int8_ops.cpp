@@ -1,6 +1,7 @@
 // The int8 model's data movement around the GEMM, compiled once per instruction set:
 // quantize / dequantize, byte transposes between NCHW and channels-last, widening to uint16 for
-// the pairs format, and uint8 max pooling (NCHW planes and channels-last).
+// the pairs format, uint8 max pooling (NCHW planes and channels-last), and the elementwise int8
+// functional ops (bit-exact with the fake-quantized model: compiled with -ffp-contract=off).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_ops.cpp"
 #include "modules/quant/kernels/cpu/int8_ops.h"
@@ -9,6 +10,7 @@
 #include <hwy/highway.h>
 
 #include "framework/tensor/simd.h"
+#include "modules/quant/kernels/cpu/common-inl.h"
 
 #undef QAT_INT8_X86
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -193,6 +195,110 @@ void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int6
       }
 }
 
+// ---- elementwise int8 ops ----------------------------------------------------------------------
+// x = (q - z) s as the fake quantizer's y = (clamp(q) - z) s; v = op(x_a, x_b); the output
+// fake quantizer's q = round_half_even(v inv) + z, clamped with its selects (FqStep).
+namespace hn = hwy::HWY_NAMESPACE;
+namespace qk = ::qat::quant::kernels::HWY_NAMESPACE;
+
+struct InConsts {
+  qk::VF s, z;
+};
+struct OutConsts {
+  qk::VF inv, z, lo, hi;
+};
+HWY_INLINE InConsts Consts(InQuant q) {
+  const qk::DF df;
+  return {hn::Set(df, q.scale), hn::Set(df, q.zero_point)};
+}
+HWY_INLINE OutConsts Consts(OutQuant q) {
+  const qk::DF df;
+  return {hn::Set(df, q.inv), hn::Set(df, q.zero_point), hn::Set(df, q.lo), hn::Set(df, q.hi)};
+}
+
+HWY_INLINE qk::VF Dequant(const std::uint8_t* p, const InConsts& k) {
+  const qk::DF df;
+  const qk::VF q = hn::ConvertTo(df, hn::PromoteTo(qk::DI(), hn::LoadU(qk::DU8(), p)));
+  return hn::Mul(hn::Sub(q, k.z), k.s);
+}
+// The same for one broadcast code, in scalar float (the same two roundings).
+HWY_INLINE qk::VF DequantOne(std::uint8_t q, InQuant k) {
+  const float x = (static_cast<float>(q) - k.zero_point) * k.scale;
+  return hn::Set(qk::DF(), x);
+}
+
+HWY_INLINE void Requant(qk::VF v, const OutConsts& k, std::uint8_t* y) {
+  const qk::VF q = hn::Add(qk::RoundEven(hn::Mul(v, k.inv)), k.z);
+  qk::VF c = hn::IfThenElse(hn::Gt(q, k.lo), q, k.lo);
+  c = hn::IfThenElse(hn::Lt(c, k.hi), c, k.hi);
+  hn::StoreU(hn::DemoteTo(qk::DU8(), hn::ConvertTo(qk::DI(), c)), qk::DU8(), y);
+}
+
+template <BinaryOp kOp>
+HWY_INLINE qk::VF Apply(qk::VF a, qk::VF b) {
+  if constexpr (kOp == BinaryOp::Mul) return hn::Mul(a, b);
+  const qk::VF v = hn::Add(a, b);
+  if constexpr (kOp == BinaryOp::AddReLU) {  // relu(v) = v > 0 ? v : 0 (-0 and 0 requantize alike)
+    const qk::VF zero = hn::Zero(qk::DF());
+    return hn::IfThenElse(hn::Gt(v, zero), v, zero);
+  }
+  return v;
+}
+
+// Full vectors, then the tail through kNF-element buffers (as FakeQuant).
+template <BinaryOp kOp>
+void BinaryLoop(const std::uint8_t* __restrict a, std::int64_t sa, InQuant in_a,
+                const std::uint8_t* __restrict b, std::int64_t sb, InQuant in_b, std::int64_t n,
+                OutQuant out, std::uint8_t* __restrict y) {
+  constexpr std::int64_t N = qk::kNF;
+  const InConsts ka = Consts(in_a), kb = Consts(in_b);
+  const OutConsts ko = Consts(out);
+  const qk::VF ca = DequantOne(a[0], in_a), cb = DequantOne(b[0], in_b);  // when broadcast
+  std::int64_t i = 0;
+  if (sa != 0 && sb != 0) {
+    for (; i + N <= n; i += N) Requant(Apply<kOp>(Dequant(a + i, ka), Dequant(b + i, kb)), ko, y + i);
+  } else if (sa != 0) {
+    for (; i + N <= n; i += N) Requant(Apply<kOp>(Dequant(a + i, ka), cb), ko, y + i);
+  } else if (sb != 0) {
+    for (; i + N <= n; i += N) Requant(Apply<kOp>(ca, Dequant(b + i, kb)), ko, y + i);
+  } else {
+    for (; i + N <= n; i += N) Requant(Apply<kOp>(ca, cb), ko, y + i);
+  }
+  if (N == 1 || i == n) return;
+  std::uint8_t ab[N] = {}, bb[N] = {}, yb[N];
+  if (sa != 0) std::memcpy(ab, a + i, n - i);
+  if (sb != 0) std::memcpy(bb, b + i, n - i);
+  Requant(Apply<kOp>(sa != 0 ? Dequant(ab, ka) : ca, sb != 0 ? Dequant(bb, kb) : cb), ko, yb);
+  std::memcpy(y + i, yb, n - i);
+}
+
+void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
+                std::int64_t sb, InQuant in_b, std::int64_t n, OutQuant out, std::uint8_t* y) {
+  if (n <= 0) return;
+  switch (op) {
+    case BinaryOp::Add:
+      return BinaryLoop<BinaryOp::Add>(a, sa, in_a, b, sb, in_b, n, out, y);
+    case BinaryOp::AddReLU:
+      return BinaryLoop<BinaryOp::AddReLU>(a, sa, in_a, b, sb, in_b, n, out, y);
+    case BinaryOp::Mul:
+      return BinaryLoop<BinaryOp::Mul>(a, sa, in_a, b, sb, in_b, n, out, y);
+  }
+}
+
+void RequantizeImpl(const std::uint8_t* __restrict x, std::int64_t n, InQuant in, OutQuant out,
+                    std::uint8_t* __restrict y) {
+  constexpr std::int64_t N = qk::kNF;
+  const InConsts k = Consts(in);
+  const OutConsts ko = Consts(out);
+  std::int64_t i = 0;
+  for (; i + N <= n; i += N) Requant(Dequant(x + i, k), ko, y + i);
+  if (N == 1 || i == n) return;
+  std::uint8_t xb[N] = {}, yb[N];
+  std::memcpy(xb, x + i, n - i);
+  Requant(Dequant(xb, k), ko, yb);
+  std::memcpy(y + i, yb, n - i);
+}
+
 }  // namespace qat::quant::int8::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -207,6 +313,16 @@ HWY_EXPORT(WidenImpl);
 HWY_EXPORT(DequantizeImpl);
 HWY_EXPORT(MaxPoolImpl);
 HWY_EXPORT(MaxPoolNhwcImpl);
+HWY_EXPORT(BinaryImpl);
+HWY_EXPORT(RequantizeImpl);
+
+void binary_u8(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
+               std::int64_t sb, InQuant in_b, std::int64_t n, OutQuant out, std::uint8_t* y) {
+  QAT_DISPATCH(BinaryImpl)(op, a, sa, in_a, b, sb, in_b, n, out, y);
+}
+void requantize_u8(const std::uint8_t* x, std::int64_t n, InQuant in, OutQuant out, std::uint8_t* y) {
+  QAT_DISPATCH(RequantizeImpl)(x, n, in, out, y);
+}
 
 void max_pool_nhwc_u8(const std::uint8_t* x, std::int64_t N, std::int64_t H, std::int64_t W,
                       std::int64_t C, std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,

@@ -1,0 +1,30 @@
+#pragma once
+// Internal: helpers of the int8 modules that keep an output quantization as buffers
+// (scale float32 [1], zero_point int32 [1], output_range int32 [2]): quantized_layers.cpp and
+// functional.cpp.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "framework/tensor/tensor.h"
+#include "modules/quant/quantized_layers.h"
+
+namespace qat::quant::detail {
+
+inline Tensor scalar_f(float v) { return Tensor::full(Shape{1}, v, DType::Float32); }
+inline Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType::Int32); }
+inline std::string quant_str(QuantInfo q) {
+  return ::qat::detail::concat("scale=", q.scale, ", zero_point=", q.zero_point);
+}
+/// The output_range buffer {lo, hi} of `a`, after checking scale > 0 and
+/// 0 <= lo <= zero_point <= hi <= 255 (errors name `who`).
+inline Tensor range_of(const ActivationQuant& a, const char* who) {
+  QAT_REQUIRE(a.quant.scale > 0 && std::isfinite(a.quant.scale), who, "scale must be positive, got ",
+              a.quant.scale);
+  QAT_REQUIRE(0 <= a.lo && a.lo <= a.quant.zero_point && a.quant.zero_point <= a.hi && a.hi <= 255, who,
+              "needs 0 <= lo <= zero_point <= hi <= 255, got lo ", a.lo, ", zero_point ",
+              a.quant.zero_point, ", hi ", a.hi);
+  return Tensor::from_vector<std::int32_t>({a.lo, a.hi}, Shape{2});
+}
+
+}  // namespace qat::quant::detail

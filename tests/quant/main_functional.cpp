@@ -1,0 +1,4 @@
+#define BOOST_TEST_MODULE qat_quant_functional
+#include <boost/test/unit_test.hpp>
+#include "common/isa.h"
+QAT_ISA_GLOBAL_FIXTURE();
