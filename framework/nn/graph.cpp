@@ -17,6 +17,14 @@ int Graph::origin(int id) const {
   return id;
 }
 
+int Graph::skip_identities(int id) const {
+  while (id >= 0 && nodes[static_cast<std::size_t>(id)].kind == GraphNode::Kind::Module &&
+         nodes[static_cast<std::size_t>(id)].type == "Identity" &&
+         nodes[static_cast<std::size_t>(id)].inputs.size() == 1 && nodes[static_cast<std::size_t>(id)].inputs[0] >= 0)
+    id = nodes[static_cast<std::size_t>(id)].inputs[0];
+  return id;
+}
+
 std::vector<int> Graph::users(int id) const {
   std::vector<int> out;
   for (std::size_t i = 0; i < nodes.size(); ++i) {

@@ -45,6 +45,9 @@ struct Graph {
   std::vector<int> users(int id) const;
   /// Atomic-level nodes that call `module` (a module called twice appears twice).
   std::vector<int> calls(const Module* module) const;
+  /// Follows `id` back through Identity module calls (e.g. modules absorbed by fusion) to the
+  /// node that computed the value.
+  int skip_identities(int id) const;
   /// The module call node's scope chain as text, e.g. "block1 > block1.conv1".
   std::string scope_of(int id) const;
   /// One line per atomic-level node: "%3 = block1.conv1 (Conv2d) (%2) -> [1, 8, 28, 28]".

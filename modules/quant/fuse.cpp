@@ -102,6 +102,11 @@ std::vector<FusedGroup> plan_fusion(nn::Module& model, const std::vector<FusionG
   return done;
 }
 
+bool keeps_grid(const nn::GraphNode& n) {
+  static const std::set<std::string> modules{"ReLU", "MaxPool2d", "Flatten", "Identity", "Dropout"};
+  return n.kind == nn::GraphNode::Kind::Module ? modules.count(n.type) > 0 : n.type == "reshape";
+}
+
 std::vector<FusionGroup> sequential_fusion_groups(nn::Module& model) {
   std::vector<FusionGroup> out;
   for (auto& [prefix, parent] : model.named_modules()) {

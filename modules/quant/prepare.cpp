@@ -65,9 +65,8 @@ std::string registry_type(const nn::Module& m) {
 
 // Pass-through modules and ops: an int8 value stays int8 through them (convert has int8 versions).
 bool passes_quantized(const nn::GraphNode& n) {
-  static const std::set<std::string> modules{"ReLU",    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
-                                             "Flatten", "Identity",  "Dropout"};
-  return n.kind == nn::GraphNode::Kind::Module ? modules.count(n.type) > 0 : n.type == "reshape";
+  return detail::keeps_grid(n) || (n.kind == nn::GraphNode::Kind::Module &&
+                                   (n.type == "AvgPool2d" || n.type == "AdaptiveAvgPool2d"));
 }
 
 struct Planner {
@@ -189,11 +188,7 @@ struct Planner {
     for (const auto& [name, m] : tx.replaced()) replaced.emplace(m.get(), name);
     std::vector<bool> quantized(g.nodes.size(), false);
     auto name_of = [&](int id) {
-      // an absorbed (Identity) module stands for the layer it was fused into
-      while (g.nodes[static_cast<std::size_t>(id)].type == "Identity" &&
-             g.nodes[static_cast<std::size_t>(id)].inputs.size() == 1 &&
-             g.nodes[static_cast<std::size_t>(id)].inputs[0] >= 0)
-        id = g.nodes[static_cast<std::size_t>(id)].inputs[0];
+      id = g.skip_identities(id);  // an absorbed module stands for the layer it was fused into
       const nn::GraphNode& n = g.nodes[static_cast<std::size_t>(id)];
       return n.kind == nn::GraphNode::Kind::Op ? "op '" + n.type + "'" : "'" + n.name + "'";
     };
@@ -281,13 +276,11 @@ struct Planner {
     std::function<std::shared_ptr<Quantizer>(int)> grid = [&](int id) -> std::shared_ptr<Quantizer> {
       if (id < 0) return nullptr;
       const nn::GraphNode& n = g.nodes[static_cast<std::size_t>(id)];
-      if (n.kind != nn::GraphNode::Kind::Module) return n.type == "reshape" ? grid(n.inputs.at(0)) : nullptr;
       if (auto* layer = dynamic_cast<const QatLayer*>(n.module)) return layer->activation_fake_quant();
       if (auto* stub = dynamic_cast<const QuantStub*>(n.module)) return stub->quantizer();
       if (dynamic_cast<const QuantPool*>(n.module)) return grid(n.inputs.at(0));
       if (auto it = fn_quantizer.find(n.module); it != fn_quantizer.end()) return it->second;
-      static const std::set<std::string> pass{"ReLU", "MaxPool2d", "Identity", "Flatten", "Dropout"};
-      return pass.count(n.type) && !n.inputs.empty() ? grid(n.inputs[0]) : nullptr;
+      return detail::keeps_grid(n) && !n.inputs.empty() ? grid(n.inputs[0]) : nullptr;
     };
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const nn::GraphNode& n = g.nodes[i];
