@@ -29,6 +29,9 @@
 #include "modules/quant/prepare.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantizer.h"
+#ifdef QAT_HAS_ONNX
+#include "modules/onnx/export.h"
+#endif
 
 namespace qat::examples {
 
@@ -76,8 +79,8 @@ struct Options {
   std::int64_t batch = 64, train_limit = 0, test_limit = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::uint64_t seed = 0;
-  std::string save, load, resume;
-  bool eval_only = false, json = false;
+  std::string save, load, resume, export_onnx;
+  bool eval_only = false, json = false, onnx_int8 = false;
 };
 
 double peak_rss_mb() {
@@ -370,6 +373,16 @@ int run_program(Options o, const ModelFactory& factory) {
       if (!o.json) std::cerr << "convert:\n" << conv->table();
     }
   }
+  if (!o.export_onnx.empty()) {
+#ifdef QAT_HAS_ONNX
+    const quant::OnnxExportReport r =
+        quant::export_onnx(*model, example_input(factory), o.export_onnx, {.int8_weights = o.onnx_int8});
+    js << ", \"onnx_opset\": " << r.opset << ", \"onnx_bytes\": " << r.bytes;
+    if (!o.json) std::cerr << "onnx export to " << o.export_onnx << ":\n" << r.table();
+#else
+    throw Error("--export-onnx: this build has no ONNX export (install libonnx-dev and libprotobuf-dev, rebuild)");
+#endif
+  }
   if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
   if (o.json)
@@ -438,6 +451,10 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")
       ->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
+  auto* onnx = app.add_option("--export-onnx", o.export_onnx,
+                              "write the trained QAT model to PATH as ONNX (QuantizeLinear/DequantizeLinear)");
+  app.add_flag("--onnx-int8", o.onnx_int8, "with --export-onnx: int8 weight initializers (smaller file)")
+      ->needs(onnx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -143,8 +143,11 @@ class Tracer final : public CallObserver, public autograd::OpObserver {
 
  private:
   void fill_common(GraphNode& n, const std::vector<Tensor>& inputs) const {
-    for (const Tensor& t : inputs)
-      if (t.defined()) n.inputs.push_back(value_of(t));
+    for (const Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      n.inputs.push_back(value_of(t));
+      n.constants.push_back(n.inputs.back() < 0 ? t.detach() : Tensor());
+    }
     n.scope = open_.empty() ? -1 : open_.back();
     n.atomic_level = atomic_depth_ == 0;
   }

@@ -21,6 +21,9 @@ struct GraphNode {
   /// The value each input came from, as a node id; -1 for a tensor made outside the traced
   /// computation (a parameter, a constant). Already resolved to atomic producers (origin()).
   std::vector<int> inputs;
+  /// Aligned with `inputs`: for an input that is -1, the tensor itself (a parameter, a
+  /// constant; detached), so an exporter can write it; undefined for traced values.
+  std::vector<Tensor> constants;
   /// The innermost enclosing module call, -1 at the top level.
   int scope = -1;
   /// False for what runs inside an atomic module call (a QAT layer's own quantizers, ops).

@@ -92,9 +92,6 @@ Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in) {
 }
 
 // W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
-struct Folded {
-  Tensor weight, bias;
-};
 Folded fold(const ConvBn2d& cb) {
   const nn::BatchNorm2d& bn = *cb.bn();
   const std::int64_t O = cb.weight().size(0), K = cb.weight().numel() / O;

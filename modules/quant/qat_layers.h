@@ -121,6 +121,8 @@ class QuantPool : public nn::Module {
   Tensor forward(const Tensor& x) override;
   bool is_atomic() const override { return true; }
   const nn::ModulePtr& pool() const { return pool_; }
+  /// The quantizer whose grid the output keeps (the one that produced the input).
+  const std::shared_ptr<Quantizer>& input_quantizer() const { return input_quantizer_; }
 
  private:
   nn::ModulePtr pool_;

@@ -12,6 +12,7 @@
 namespace qat::quant {
 class Quantizer;
 class QatLayer;
+class ConvBn2d;
 
 namespace detail {
 
@@ -29,6 +30,13 @@ class RequireCalibrated {
  private:
   bool prev_;
 };
+
+/// A Conv-BN layer's batch norm folded into the conv (running statistics):
+///   W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
+struct Folded {
+  Tensor weight, bias;
+};
+Folded fold(const ConvBn2d& layer);
 
 /// An activation quantizer's 8-bit grid as uint8 storage (signed codes shift by 128); throws
 /// naming layer `who` if there is none, it never observed data, or its spec has no int8 form.
