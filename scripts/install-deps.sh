@@ -45,8 +45,11 @@ fi
 # ONNX Runtime for node, private to this checkout (no root needed; the package ships its .so).
 if [ ! -f "$repo/.deps/node_modules/onnxruntime-node/package.json" ]; then
   echo "install-deps.sh: installing onnxruntime-node@$ort_version into $repo/.deps"
-  if ! npm install --prefix "$repo/.deps" --ignore-scripts --no-audit --no-fund \
-         "onnxruntime-node@$ort_version" >/dev/null; then
-    echo "install-deps.sh: could not install onnxruntime-node; ONNX Runtime tests will be skipped" >&2
+  log="$(mktemp)"
+  if npm install --prefix "$repo/.deps" --ignore-scripts --no-audit --no-fund \
+       "onnxruntime-node@$ort_version" >"$log" 2>&1; then
+    rm -f "$log"
+  else
+    echo "install-deps.sh: could not install onnxruntime-node; ONNX Runtime tests will be skipped (npm output: $log)" >&2
   fi
 fi

@@ -45,8 +45,8 @@ struct TempFiles {
   std::string input, output, log;
   TempFiles() {
     static std::atomic<int> n{0};
-    const std::string stem = (fs::temp_directory_path() / ("qat_ort_" + std::to_string(::getpid()) + "_" +
-                                                           std::to_string(n++)))
+    const std::string stem = (fs::temp_directory_path() /
+                              ("qat_ort_" + std::to_string(::getpid()) + "_" + std::to_string(n++)))
                                  .string();
     input = stem + "_in.bin";
     output = stem + "_out.bin";
@@ -84,7 +84,8 @@ Tensor read_raw(const std::string& path) {
   for (std::int64_t d : dims)
     if (d < 0) fail("negative dim " + std::to_string(d));
   Tensor out = Tensor::empty(Shape(dims));
-  if (bytes.size() != header + out.nbytes()) fail("shape " + out.shape().str() + " does not match the size");
+  if (bytes.size() != header + out.nbytes())
+    fail("shape " + out.shape().str() + " does not match the size");
   std::memcpy(out.data<float>(), bytes.data() + header, out.nbytes());
   return out;
 }
@@ -92,7 +93,7 @@ Tensor read_raw(const std::string& path) {
 }  // namespace
 
 std::string ort_unavailable() {
-  static const std::string reason = [] () -> std::string {
+  static const std::string reason = []() -> std::string {
     if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
     const std::string dir = node_modules();
     const std::string package = dir + "/onnxruntime-node";
@@ -100,7 +101,10 @@ std::string ort_unavailable() {
       return package + " is absent (run scripts/install-deps.sh or set QAT_ORT_NODE_MODULES)";
     TempFiles tmp;
     const auto [rc, text] =
-        shell("node -e " + quote("require(process.argv[1])") + " " + quote(fs::absolute(package).string()),
+        shell("node -e " +
+                  quote("try { require(process.argv[1]) } catch (e) {"
+                        " console.error(e.message.split('\\n')[0]); process.exit(1) }") +
+                  " " + quote(fs::absolute(package).string()),
               tmp.log);
     if (rc != 0) return "node cannot load " + package + ": " + text;
     return "";
@@ -115,16 +119,16 @@ Tensor ort_run(const std::string& model_path, const Tensor& input, const std::st
   QAT_REQUIRE(optimization == "all" || optimization == "disabled", "ort_run",
               "optimization must be \"all\" or \"disabled\", got \"", optimization, "\"");
   QAT_REQUIRE(batch >= 0, "ort_run", "batch must be >= 0, got ", batch);
-  QAT_REQUIRE(batch == 0 || input.dim() >= 1, "ort_run", "batch ", batch, " needs an input of rank >= 1, got ",
-              input.shape());
+  QAT_REQUIRE(batch == 0 || input.dim() >= 1, "ort_run", "batch ", batch,
+              " needs an input of rank >= 1, got ", input.shape());
   const std::string why = ort_unavailable();
   QAT_REQUIRE(why.empty(), "ort_run", "ONNX Runtime is unavailable: ", why);
 
   TempFiles tmp;
   write_raw(tmp.input, input);
-  const std::string cmd = "node " + quote(QAT_ORT_SCRIPT) + " " + quote(model_path) + " " + quote(tmp.input) +
-                          " " + quote(tmp.output) + " " + optimization + " " + std::to_string(batch) + " " +
-                          quote(node_modules());
+  const std::string cmd = "node " + quote(QAT_ORT_SCRIPT) + " " + quote(model_path) + " " +
+                          quote(tmp.input) + " " + quote(tmp.output) + " " + optimization + " " +
+                          std::to_string(batch) + " " + quote(node_modules());
   const auto [rc, text] = shell(cmd, tmp.log);
   if (rc != 0) throw Error("ort_run: " + model_path + ": " + (text.empty() ? "node failed" : text));
   return read_raw(tmp.output);
