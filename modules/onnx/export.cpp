@@ -26,6 +26,7 @@
 #include "framework/version.h"
 #include "modules/quant/detail/convert.h"
 #include "modules/quant/detail/fusion.h"
+#include "modules/quant/fake_quant.h"
 #include "modules/quant/functional.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantized_layers.h"
@@ -376,7 +377,7 @@ class Exporter {
       const std::int64_t p = param_index(*g, wq.shape(), i);
       const float s = g->scale.data<float>()[p];
       if (g->spec.is_float())
-        codes[static_cast<std::size_t>(i)] = fp8_code(v[i] / s, g->spec.format);
+        codes[static_cast<std::size_t>(i)] = fp8_code(round_to_fp8(v[i] / s, g->spec.format), g->spec.format);
       else
         codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(std::nearbyint(v[i] / s)) +
                                              g->zero_point.data<std::int32_t>()[p];

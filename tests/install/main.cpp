@@ -3,6 +3,9 @@
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
 #include "modules/quant/quant.h"
+#ifdef CONSUMER_ONNX
+#include "modules/onnx/export.h"
+#endif
 using namespace qat;
 int main() {
   auto m = std::make_shared<nn::Sequential>(nn::NamedModules{
@@ -11,4 +14,9 @@ int main() {
   std::cout << quant::prepare_qat(*m, reg).table();
   Tensor y = m->forward(Tensor::ones(Shape{3, 4}));
   std::cout << y << "\n";
+#ifdef CONSUMER_ONNX
+  m->train();
+  m->forward(Tensor::ones(Shape{3, 4}));  // the observers see data
+  std::cout << "onnx " << quant::to_onnx(*m, Tensor::ones(Shape{1, 4})).size() << " bytes\n";
+#endif
 }

@@ -8,7 +8,11 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 cmake -S "$src" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
-"$tmp/consumer/consumer" | grep -q "QuantLinear"
+"$tmp/consumer/consumer" > "$tmp/out.txt"
+grep -q "QuantLinear" "$tmp/out.txt"
+if grep -q "qat: ONNX export on" "$build/CMakeCache.txt" 2>/dev/null || [ -e "$build/modules/libqat_onnx.a" ]; then
+  grep -q "^onnx [0-9]* bytes" "$tmp/out.txt"  # qat::onnx linked and ran downstream
+fi
 PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" g++ -std=c++20 "$src/main.cpp" -o "$tmp/consumer_pc" \
   $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs qat)
 "$tmp/consumer_pc" | grep -q "QuantLinear"

@@ -13,6 +13,7 @@
 #include "framework/io/restore.h"
 #include "framework/optim/sgd.h"
 #include "modules/onnx/export.h"
+#include "onnx/onnx_test_util.h"
 #include "quant/graph_models.h"
 #include "quant/quant_test_util.h"
 
@@ -23,56 +24,7 @@ using qat::test::SmallResNet;
 
 namespace {
 
-Tensor example() { return Tensor::zeros(Shape{1, 2, 8, 8}); }
-
-Tensor batch(std::int64_t n, std::uint64_t seed) {
-  Generator gen(seed);
-  return Tensor::uniform(Shape{n, 2, 8, 8}, 0, 1, gen);
-}
-
-// A few SGD steps on random data in training mode: observers, learnable qparams and batch-norm
-// statistics move, as in real training.
-void train(nn::Module& model, int steps, std::uint64_t seed) {
-  Generator gen(seed);
-  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
-  model.train();
-  for (int s = 0; s < steps; ++s) {
-    const Tensor x = Tensor::uniform(Shape{16, 2, 8, 8}, 0, 1, gen);
-    std::vector<std::int64_t> y(16);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(3));
-    opt.zero_grad();
-    cross_entropy(model(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
-    opt.step();
-  }
-  model.eval();
-}
-
-// stub -> flatten (128) -> linear 64 -> relu -> linear 3 -> dequant: rows long enough for
-// blocks of 32.
-class SmallMLP : public nn::Module {
- public:
-  SmallMLP() : nn::Module("SmallMLP") {}
-  Tensor forward(const Tensor& x) override { return dequant_(fc2_(relu_(fc1_(flatten_(quant_(x)))))); }
-  nn::Child<> quant_ = register_child("quant", std::make_shared<QuantStub>());
-  nn::Child<> flatten_ = register_child("flatten", std::make_shared<nn::Flatten>());
-  nn::Child<> fc1_ = register_child("fc1", std::make_shared<nn::Linear>(128, 64));
-  nn::Child<> relu_ = register_child("relu", std::make_shared<nn::ReLU>());
-  nn::Child<> fc2_ = register_child("fc2", std::make_shared<nn::Linear>(64, 3));
-  nn::Child<> dequant_ = register_child("dequant", std::make_shared<DeQuantStub>());
-};
-
-// A test model prepared with `config` everywhere and trained a little.
-template <class M = SmallResNet, class... Args>
-std::shared_ptr<M> trained(const std::string& config, Args... args) {
-  manual_seed(31);
-  auto m = std::make_shared<M>(args...);
-  QConfigRegistry reg;
-  reg.set_global(config);
-  prepare_qat(*m, reg, example());
-  train(*m, 8, 32);
-  return m;
-}
-std::shared_ptr<SmallResNet> trained_resnet(const std::string& config) { return trained(config); }
+using namespace qat::test::onnx_models;
 
 onnx::ModelProto parse(const std::string& bytes) {
   onnx::ModelProto m;
@@ -104,25 +56,7 @@ std::filesystem::path temp_dir() {
   return dir;
 }
 
-// Largest |a - b| in units of `step`.
-double max_steps(const Tensor& a, const Tensor& b, double step) {
-  BOOST_REQUIRE(a.shape() == b.shape());
-  double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i)
-    m = std::max(m, std::abs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]) / step);
-  return m;
-}
 
-double top1_agreement(const Tensor& a, const Tensor& b) {
-  const std::int64_t n = a.size(0), c = a.size(1);
-  std::int64_t same = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* pa = a.data<float>() + i * c;
-    const float* pb = b.data<float>() + i * c;
-    same += std::max_element(pa, pa + c) - pa == std::max_element(pb, pb + c) - pb;
-  }
-  return static_cast<double>(same) / static_cast<double>(n);
-}
 
 // y = 2 x, a leaf module of the user's own.
 class Doubler : public nn::Module {
@@ -144,11 +78,6 @@ class Scaled : public nn::Module {
   bool has_post_ = false;
 };
 
-Tensor eval(nn::Module& m, const Tensor& x) {
-  NoGradGuard no_grad;
-  m.eval();
-  return m(x);
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "io/io_test_util.h"
 #include "onnx/ort_runner.h"
+#include "onnx/ort_precondition.h"
 
 using namespace qat;
 using test::error_of;
@@ -16,19 +17,6 @@ using test::ort_run;
 using test::TempDir;
 
 namespace {
-
-// Test cases that need ONNX Runtime are skipped, with the reason, when it is unavailable.
-struct OrtAvailable {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
-    const std::string why = test::ort_unavailable();
-    boost::test_tools::assertion_result r = why.empty();
-    if (!r) {
-      r.message() << "ONNX Runtime is unavailable: " << why;
-      BOOST_TEST_MESSAGE("skipped: ONNX Runtime is unavailable: " << why);
-    }
-    return r;
-  }
-};
 
 void set_shape(onnx::ValueInfoProto* v, const std::string& name, const std::string& batch_dim,
                std::int64_t cols) {
@@ -94,7 +82,7 @@ std::vector<float> relu_plus_one_ref(const Tensor& x) {
 BOOST_AUTO_TEST_SUITE(ort_runner)
 
 BOOST_AUTO_TEST_CASE(exact_values_every_level_and_batch,
-                     *boost::unit_test::precondition(OrtAvailable())) {
+                     *boost::unit_test::precondition(test::OrtAvailable())) {
   TempDir dir;
   const std::string model = save(dir, "m.onnx", relu_plus_one());
   const Tensor x = ramp(7);
@@ -119,7 +107,7 @@ BOOST_AUTO_TEST_CASE(exact_values_every_level_and_batch,
   BOOST_TEST(dir.entries() == std::vector<std::string>{"m.onnx"});  // ort_run left nothing here
 }
 
-BOOST_AUTO_TEST_CASE(input_rows_view, *boost::unit_test::precondition(OrtAvailable())) {
+BOOST_AUTO_TEST_CASE(input_rows_view, *boost::unit_test::precondition(test::OrtAvailable())) {
   // a view at an offset into shared storage is sent as its own rows
   TempDir dir;
   const std::string model = save(dir, "m.onnx", relu_plus_one());
@@ -129,7 +117,7 @@ BOOST_AUTO_TEST_CASE(input_rows_view, *boost::unit_test::precondition(OrtAvailab
   BOOST_TEST(y.to_vector<float>() == relu_plus_one_ref(x.rows(2, 5)), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(ort_errors, *boost::unit_test::precondition(OrtAvailable())) {
+BOOST_AUTO_TEST_CASE(ort_errors, *boost::unit_test::precondition(test::OrtAvailable())) {
   TempDir dir;
   const Tensor x = ramp(4);
   const std::string corrupt = save(dir, "corrupt.onnx", "this is not a protobuf");

@@ -1,6 +1,6 @@
-// The ONNX Runtime harness's own test. Without node + onnxruntime-node the ORT cases are skipped
+// ONNX Runtime tests (the harness, exported models). Without node + onnxruntime-node the ORT cases are skipped
 // (Boost precondition with the reason) and the executable exits 77, which ctest shows as skipped.
-#define BOOST_TEST_MODULE qat_ort_runner
+#define BOOST_TEST_MODULE qat_onnx_ort
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 #include <iostream>
