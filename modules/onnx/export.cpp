@@ -431,12 +431,16 @@ class Exporter {
       return set(id, pool(id, *m), nullptr);  // float in the QAT model too (no QuantPool)
     if (n.type == "Flatten") return keep_grid(id, reshape(id));
     if (auto* fc = dynamic_cast<nn::Linear*>(m)) {
-      const std::string w = initializer(unique(name + ".weight"), fc->weight());
-      return set(id, gemm(id, input(id, 0), w, fc->bias(), name), nullptr);
+      const auto [w, b] = params(*fc, [&] {
+        return Params{initializer(unique(name + ".weight"), fc->weight()), bias(fc->bias(), name)};
+      });
+      return set(id, gemm(id, input(id, 0), w, b, name), nullptr);
     }
     if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) {
-      const std::string w = initializer(unique(name + ".weight"), conv->weight());
-      return set(id, conv2d(id, input(id, 0), w, conv->bias(), conv->params(), conv->weight().shape(), name), nullptr);
+      const auto [w, b] = params(*conv, [&] {
+        return Params{initializer(unique(name + ".weight"), conv->weight()), bias(conv->bias(), name)};
+      });
+      return set(id, conv2d(input(id, 0), w, b, conv->params(), conv->weight().shape(), name), nullptr);
     }
     if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) return set(id, batch_norm(id, *bn), nullptr);
     throw Error(concat("export_onnx: ", label(id), " has no ONNX form; supported: QAT layers, "
@@ -455,14 +459,16 @@ class Exporter {
   void qat_layer(int id, QatLayer& layer) {
     const std::string name = base(id);
     const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
-    const detail::Folded f = cb ? detail::fold(*cb) : detail::Folded{layer.weight(), layer.bias()};
-    const std::string w = weight(f.weight, layer.weight_fake_quant(), name);
+    const auto [w, b] = params(layer, [&] {
+      const detail::Folded f = cb ? detail::fold(*cb) : detail::Folded{layer.weight(), layer.bias()};
+      return Params{weight(f.weight, layer.weight_fake_quant(), name), bias(f.bias, name)};
+    });
     std::string y;
     if (dynamic_cast<const QuantLinear*>(&layer)) {
-      y = gemm(id, input(id, 0), w, f.bias, name);
+      y = gemm(id, input(id, 0), w, b, name);
     } else {
       const Conv2dParams& p = cb ? cb->params() : static_cast<const QuantConv2d&>(layer).params();
-      y = conv2d(id, input(id, 0), w, f.bias, p, f.weight.shape(), name);
+      y = conv2d(input(id, 0), w, b, p, layer.weight().shape(), name);
     }
     if (layer.fused_relu()) {
       const std::string r = unique(name + "_relu");
@@ -472,20 +478,35 @@ class Exporter {
     quantized_output(id, y, layer.activation_fake_quant(), name + ".activation_post_process");
   }
 
-  std::string gemm(int id, const std::string& x, const std::string& w, const Tensor& bias, const std::string& name) {
+  // A layer's weight and bias initializers, written at its first call (a layer called twice
+  // reads the same ones).
+  struct Params {
+    std::string weight, bias;  // bias "" when there is none
+  };
+  template <class Make>
+  Params params(const nn::Module& layer, Make make) {
+    auto it = params_.find(&layer);
+    if (it == params_.end()) it = params_.emplace(&layer, make()).first;
+    return it->second;
+  }
+  std::string bias(const Tensor& b, const std::string& name) {
+    return b.defined() ? initializer(unique(name + ".bias"), b) : std::string();
+  }
+
+  std::string gemm(int id, const std::string& x, const std::string& w, const std::string& b, const std::string& name) {
     QAT_REQUIRE(input_shape(id).rank() == 2, "export_onnx", label(id), " reads a rank-", input_shape(id).rank(),
                 " input ", input_shape(id), "; Linear layers are written as Gemm on [N, in] inputs");
     std::vector<std::string> in{x, w};
-    if (bias.defined()) in.push_back(initializer(unique(name + ".bias"), bias));
+    if (!b.empty()) in.push_back(b);
     const std::string y = unique(name);
     attr(node("Gemm", in, {y}, name), "transB", std::int64_t{1});
     return y;
   }
 
-  std::string conv2d(int id, const std::string& x, const std::string& w, const Tensor& bias, const Conv2dParams& p,
+  std::string conv2d(const std::string& x, const std::string& w, const std::string& b, const Conv2dParams& p,
                      const Shape& wshape, const std::string& name) {
     std::vector<std::string> in{x, w};
-    if (bias.defined()) in.push_back(initializer(unique(name + ".bias"), bias));
+    if (!b.empty()) in.push_back(b);
     const std::string y = unique(name);
     onnx::NodeProto& c = node("Conv", in, {y}, name);
     attr(c, "kernel_shape", std::vector<std::int64_t>{wshape[2], wshape[3]});
@@ -493,7 +514,6 @@ class Exporter {
     attr(c, "pads", std::vector<std::int64_t>{p.padding[0], p.padding[1], p.padding[0], p.padding[1]});
     attr(c, "dilations", std::vector<std::int64_t>{p.dilation[0], p.dilation[1]});
     attr(c, "group", p.groups);
-    (void)id;
     return y;
   }
 
@@ -644,6 +664,7 @@ class Exporter {
   std::vector<std::string> value_;
   std::vector<const Grid*> grid_;
   std::unordered_map<const Quantizer*, Grid> grids_;
+  std::unordered_map<const nn::Module*, Params> params_;
   std::set<std::string> names_;
   std::string ops_;
 };

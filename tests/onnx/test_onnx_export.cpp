@@ -152,6 +152,36 @@ BOOST_AUTO_TEST_CASE(int8_weights_are_smaller_and_dequantize_only) {
   BOOST_TEST(int8_init);
 }
 
+// A float head (config "skip") applied twice after the quantized region.
+class TwiceHead : public nn::Module {
+ public:
+  TwiceHead() : nn::Module("TwiceHead") {}
+  Tensor forward(const Tensor& x) override { return head_(head_(dequant_(fc_(flatten_(quant_(x)))))); }
+  nn::Child<> quant_ = register_child("quant", std::make_shared<QuantStub>());
+  nn::Child<> flatten_ = register_child("flatten", std::make_shared<nn::Flatten>());
+  nn::Child<> fc_ = register_child("fc", std::make_shared<nn::Linear>(128, 4));
+  nn::Child<> dequant_ = register_child("dequant", std::make_shared<DeQuantStub>());
+  nn::Child<> head_ = register_child("head", std::make_shared<nn::Linear>(4, 4));
+};
+
+BOOST_AUTO_TEST_CASE(float_parts_and_reused_modules) {
+  manual_seed(8);
+  TwiceHead m;
+  QConfigRegistry reg;
+  reg.set_module_name("head", "skip");
+  prepare_qat(m, reg, example());
+  train(m, 2, 9);
+  OnnxExportReport r;
+  const onnx::ModelProto model = parse(to_onnx(m, example(), {}, &r));
+  BOOST_TEST_MESSAGE(r.table());
+  BOOST_CHECK_NO_THROW(onnx::checker::check_model(model));
+  BOOST_TEST(op_counts(model).at("Gemm") == 3);  // fc, head twice
+  int head_weights = 0;
+  for (const auto& t : model.graph().initializer()) head_weights += t.name().rfind("head.weight", 0) == 0;
+  BOOST_TEST(head_weights == 1);  // written once, read by both calls
+  BOOST_TEST(op_counts(model).at("QuantizeLinear") == 4);  // input, flatten (same grid), fc weight, fc output
+}
+
 BOOST_AUTO_TEST_CASE(refusals_name_the_problem_and_leave_no_file) {
   const auto dir = temp_dir();
   const std::string path = (dir / "model.onnx").string();
