@@ -131,6 +131,8 @@ class Exporter {
     onnx::GraphProto& graph = *model_proto_.mutable_graph();
     graph_ = &graph;
     graph.set_name(model_.type_name());
+    names_.insert(options_.input_name);  // no value or initializer takes the graph's names
+    names_.insert(options_.output_name);
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       const nn::GraphNode& n = g_.nodes[i];
       if (!n.atomic_level || n.container) continue;

@@ -111,6 +111,15 @@ BOOST_AUTO_TEST_CASE(residual_model_is_valid_qdq_opset13) {
   // input and output have the symbolic batch dimension
   BOOST_TEST(model.graph().input(0).type().tensor_type().shape().dim(0).dim_param() == "N");
   BOOST_TEST(model.graph().output(0).type().tensor_type().shape().dim(1).dim_value() == 3);
+  // names and a fixed batch on request
+  const onnx::ModelProto fixed =
+      parse(to_onnx(*m, example(), {.dynamic_batch = false, .input_name = "x", .output_name = "y"}));
+  BOOST_TEST(fixed.graph().input(0).name() == "x");
+  BOOST_TEST(fixed.graph().output(0).name() == "y");
+  BOOST_TEST(fixed.graph().input(0).type().tensor_type().shape().dim(0).dim_value() == 1);
+  BOOST_TEST(error_of([&] { to_onnx(*m, example(), {.input_name = "v", .output_name = "v"}); }) ==
+             "export_onnx: options.input_name and options.output_name must be distinct and non-empty, got 'v' "
+             "and 'v'");
 }
 
 BOOST_AUTO_TEST_CASE(opset_follows_the_specs) {
