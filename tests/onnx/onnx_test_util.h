@@ -16,6 +16,7 @@ namespace qat::test::onnx_models {
 
 using namespace qat::quant;
 using qat::test::SmallResNet;
+using qat::test::train_on_noise;
 
 inline Tensor example() { return Tensor::zeros(Shape{1, 2, 8, 8}); }
 
@@ -24,22 +25,6 @@ inline Tensor batch(std::int64_t n, std::uint64_t seed) {
   return Tensor::uniform(Shape{n, 2, 8, 8}, 0, 1, gen);
 }
 
-// A few SGD steps on random data in training mode: observers, learnable qparams and batch-norm
-// statistics move, as in real training.
-inline void train(nn::Module& model, int steps, std::uint64_t seed) {
-  Generator gen(seed);
-  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
-  model.train();
-  for (int s = 0; s < steps; ++s) {
-    const Tensor x = Tensor::uniform(Shape{16, 2, 8, 8}, 0, 1, gen);
-    std::vector<std::int64_t> y(16);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(3));
-    opt.zero_grad();
-    cross_entropy(model(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
-    opt.step();
-  }
-  model.eval();
-}
 
 // stub -> flatten (128) -> linear 64 -> relu -> linear 3 -> dequant: rows long enough for
 // blocks of 32.
@@ -63,7 +48,7 @@ std::shared_ptr<M> trained(const std::string& config, Args... args) {
   QConfigRegistry reg;
   reg.set_global(config);
   prepare_qat(*m, reg, example());
-  train(*m, 8, 32);
+  train_on_noise(*m, 8, 32);
   return m;
 }
 inline std::shared_ptr<SmallResNet> trained_resnet(const std::string& config) { return trained(config); }

@@ -21,6 +21,7 @@ using namespace qat;
 using namespace qat::quant;
 using qat::test::error_of;
 using qat::test::SmallResNet;
+using qat::test::train_on_noise;
 
 namespace {
 
@@ -179,7 +180,7 @@ BOOST_AUTO_TEST_CASE(float_parts_and_reused_modules) {
   QConfigRegistry reg;
   reg.set_module_name("head", "skip");
   prepare_qat(m, reg, example());
-  train(m, 2, 9);
+  train_on_noise(m, 2, 9);
   OnnxExportReport r;
   const onnx::ModelProto model = parse(to_onnx(m, example(), {}, &r));
   BOOST_TEST_MESSAGE(r.table());
@@ -216,12 +217,12 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_problem_and_leave_no_file) {
   // a module with no ONNX form, an op whose attributes the trace does not record
   Scaled scaled(std::make_shared<Doubler>());
   prepare_qat(scaled, reg, example());
-  train(scaled, 1, 3);
+  train_on_noise(scaled, 1, 3);
   BOOST_TEST(error_of([&] { export_onnx(scaled, example(), path); })
                  .find("export_onnx: 'post' (Doubler) has no ONNX form; supported: QAT layers") == 0);
   Scaled scaled_op(nullptr);
   prepare_qat(scaled_op, reg, example());
-  train(scaled_op, 1, 3);
+  train_on_noise(scaled_op, 1, 3);
   BOOST_TEST(error_of([&] { export_onnx(scaled_op, example(), path); })
                  .find("export_onnx: op 'mul_scalar' in (root) has no ONNX form") == 0);
   BOOST_TEST(!std::filesystem::exists(path));

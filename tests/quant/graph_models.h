@@ -2,6 +2,8 @@
 // Custom (non-Sequential) models for the graph-based prepare / convert tests.
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
+#include "framework/optim/sgd.h"
+#include "framework/tensor/random.h"
 #include "modules/quant/quant.h"
 
 namespace qat::test {
@@ -47,5 +49,22 @@ class SmallResNet : public nn::Module {
   nn::Child<> relu_ = register_child("relu", std::make_shared<nn::ReLU>());
   nn::Child<> block_, pool_, fc_, dequant_;
 };
+
+/// A few SGD steps on random [16, 2, 8, 8] batches with 3 classes, in training mode (observers,
+/// learnable qparams and batch-norm statistics move, as in real training); ends in eval mode.
+inline void train_on_noise(nn::Module& model, int steps, std::uint64_t seed) {
+  Generator gen(seed);
+  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  model.train();
+  for (int s = 0; s < steps; ++s) {
+    const Tensor x = Tensor::uniform(Shape{16, 2, 8, 8}, 0, 1, gen);
+    std::vector<std::int64_t> y(16);
+    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(3));
+    opt.zero_grad();
+    cross_entropy(model(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
+    opt.step();
+  }
+  model.eval();
+}
 
 }  // namespace qat::test

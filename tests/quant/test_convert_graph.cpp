@@ -11,25 +11,11 @@ using namespace qat;
 using namespace qat::quant;
 using qat::test::error_of;
 using qat::test::SmallResNet;
+using qat::test::train_on_noise;
 
 namespace {
 Tensor example() { return Tensor::zeros(Shape{1, 2, 8, 8}); }
 
-// A few SGD steps on random data in training mode (observers and BN statistics move).
-void train(nn::Module& model, int steps, std::uint64_t seed) {
-  Generator gen(seed);
-  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
-  model.train();
-  for (int s = 0; s < steps; ++s) {
-    const Tensor x = Tensor::uniform(Shape{16, 2, 8, 8}, 0, 1, gen);
-    std::vector<std::int64_t> y(16);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(3));
-    opt.zero_grad();
-    cross_entropy(model(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
-    opt.step();
-  }
-  model.eval();
-}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(convert_from_graph)
@@ -40,7 +26,7 @@ BOOST_AUTO_TEST_CASE(residual_model_converts_and_agrees_with_fake_quant) {
     SmallResNet qat_model(true, adaptive);
     QConfigRegistry reg;
     prepare_qat(qat_model, reg, example());
-    train(qat_model, 6, 22);
+    train_on_noise(qat_model, 6, 22);
     SmallResNet int8_model(true, adaptive);
     prepare_qat(int8_model, reg, example());
     io::load_into(int8_model, io::capture(qat_model));
@@ -79,7 +65,7 @@ BOOST_AUTO_TEST_CASE(float_ops_on_int8_values_are_refused_naming_them) {
   SmallResNet net(/*quantized_add=*/false, /*adaptive_pool=*/false);
   QConfigRegistry reg;
   prepare_qat(net, reg, example());
-  train(net, 1, 24);
+  train_on_noise(net, 1, 24);
   const std::string msg = error_of([&] { convert(net, example()); });
   BOOST_TEST(msg ==
                  "convert: op 'add' in (root) > block receives int8 values from 'stem' (ConvBnReLU2d) and has no "
