@@ -4,7 +4,7 @@
 // op it can run in integers.
 #include "modules/onnx/export.h"
 
-#include <onnx/onnx_pb.h>
+#include "modules/onnx/detail/onnx_writer.h"
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,6 @@
 #include "framework/nn/linear.h"
 #include "framework/version.h"
 #include "modules/quant/detail/convert.h"
-#include "modules/quant/detail/fusion.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/functional.h"
 #include "modules/quant/qat_layers.h"
@@ -37,45 +36,7 @@ namespace qat::quant {
 namespace {
 
 using qat::detail::concat;
-
-// TensorProto.DataType codes. The FP8 and 4-bit ones are newer than libonnx-dev 1.12's schema
-// (ONNX 1.14 and 1.16); the field is a plain int32, so they are written as numbers.
-constexpr int kFloat = onnx::TensorProto_DataType_FLOAT;
-constexpr int kUInt8 = onnx::TensorProto_DataType_UINT8;
-constexpr int kInt8 = onnx::TensorProto_DataType_INT8;
-constexpr int kUInt16 = onnx::TensorProto_DataType_UINT16;
-constexpr int kInt16 = onnx::TensorProto_DataType_INT16;
-constexpr int kInt64 = onnx::TensorProto_DataType_INT64;
-constexpr int kFloat8E4M3FN = 17;
-constexpr int kFloat8E5M2 = 19;
-constexpr int kUInt4 = 21;
-constexpr int kInt4 = 22;
-
-// The IR version that goes with an opset (onnx/helper.py VERSION_TABLE).
-int ir_version(int opset) { return opset >= 21 ? 10 : opset >= 19 ? 9 : 7; }
-
-// FP8 code of a value that is exactly representable (on the FP8 grid after fake quantization):
-// a table of all 256 codes decoded, E4M3FN (bias 7, no infinities) or E5M2 (bias 15).
-std::uint8_t fp8_code(float v, Format format) {
-  static const auto table = [] {
-    std::array<std::map<float, std::uint8_t>, 2> t;
-    for (int fmt = 0; fmt < 2; ++fmt)
-      for (int c = 0; c < 256; ++c) {
-        const int mbits = fmt == 0 ? 3 : 2, bias = fmt == 0 ? 7 : 15;
-        const int e = (c & 0x7f) >> mbits, m = c & ((1 << mbits) - 1);
-        if (fmt == 0 && (c & 0x7f) == 0x7f) continue;  // NaN
-        if (fmt == 1 && e == 31) continue;             // inf, NaN
-        const float mag = e == 0 ? std::ldexp(static_cast<float>(m), 1 - bias - mbits)
-                                 : std::ldexp(static_cast<float>((1 << mbits) + m), e - bias - mbits);
-        t[static_cast<std::size_t>(fmt)].emplace((c & 0x80) ? -mag : mag, static_cast<std::uint8_t>(c));
-      }
-    return t;
-  }();
-  const auto& t = table[format == Format::FP8_E4M3 ? 0 : 1];
-  auto it = t.find(v == 0.0f ? 0.0f : v);
-  QAT_CHECK(it != t.end(), "fp8_code: ", v, " is not an FP8 value");
-  return it->second;
-}
+using namespace onnx_writer;
 
 // How a quantizer's grid is written: its ONNX element type, scale and zero point initializers
 // and the Q/DQ attributes.
@@ -100,36 +61,14 @@ std::int64_t param_index(const Grid& g, const Shape& shape, std::int64_t i) {
   return (outer * blocks + l / g.spec.block_size) * inner + in;
 }
 
-// Elements of `type` as ONNX raw_data (little endian; 4-bit types packed two per byte, the
-// first element in the low nibble).
-std::string raw_codes(const std::vector<std::int32_t>& codes, int type) {
-  std::string raw;
-  if (type == kInt4 || type == kUInt4) {
-    raw.assign((codes.size() + 1) / 2, '\0');
-    for (std::size_t i = 0; i < codes.size(); ++i)
-      raw[i / 2] = static_cast<char>(static_cast<std::uint8_t>(raw[i / 2]) |
-                                     ((static_cast<std::uint32_t>(codes[i]) & 0xF) << (4 * (i % 2))));
-  } else if (type == kInt16 || type == kUInt16) {
-    for (std::int32_t c : codes) {
-      const auto u = static_cast<std::uint16_t>(c);
-      raw.push_back(static_cast<char>(u & 0xFF));
-      raw.push_back(static_cast<char>(u >> 8));
-    }
-  } else {
-    for (std::int32_t c : codes) raw.push_back(static_cast<char>(static_cast<std::uint8_t>(c)));
-  }
-  return raw;
-}
-
-class Exporter {
+class Exporter : private onnx_writer::GraphWriter {
  public:
   Exporter(nn::Module& model, const nn::Graph& g, const OnnxExportOptions& options)
       : model_(model), g_(g), options_(options), value_(g.nodes.size()), grid_(g.nodes.size(), nullptr) {}
 
   std::string run() {
     require_quantized();
-    onnx::GraphProto& graph = *model_proto_.mutable_graph();
-    graph_ = &graph;
+    onnx::GraphProto& graph = *graph_;
     graph.set_name(model_.type_name());
     names_.insert(options_.input_name);  // no value or initializer takes the graph's names
     names_.insert(options_.output_name);
@@ -139,7 +78,7 @@ class Exporter {
       const int id = static_cast<int>(i);
       if (n.kind == nn::GraphNode::Kind::Input) {
         value_[i] = options_.input_name;
-        add_io(*graph.add_input(), options_.input_name, n.shape);
+        add_io(*graph.add_input(), options_.input_name, n.shape, options_.dynamic_batch);
         continue;
       }
       ops_.clear();
@@ -152,7 +91,8 @@ class Exporter {
     }
     QAT_REQUIRE(g_.output >= 0, "export_onnx", "the model's output is not computed from its input");
     node("Identity", {value_[static_cast<std::size_t>(g_.output)]}, {options_.output_name}, "output");
-    add_io(*graph.add_output(), options_.output_name, g_.nodes[static_cast<std::size_t>(g_.output)].shape);
+    add_io(*graph.add_output(), options_.output_name, g_.nodes[static_cast<std::size_t>(g_.output)].shape,
+           options_.dynamic_batch);
 
     int opset = 13;
     const Grid* needs = nullptr;
@@ -211,76 +151,6 @@ class Exporter {
     const nn::GraphNode& n = node_at(id);
     return n.kind == nn::GraphNode::Kind::Op ? n.type : n.name.empty() ? std::string("model") : n.name;
   }
-  std::string unique(const std::string& name) {
-    std::string out = name;
-    for (int k = 1; !names_.insert(out).second; ++k) out = name + "_" + std::to_string(k);
-    return out;
-  }
-
-  // ---- writing protobuf ----------------------------------------------------------------------
-  void add_io(onnx::ValueInfoProto& v, const std::string& name, const Shape& shape) {
-    v.set_name(name);
-    auto* t = v.mutable_type()->mutable_tensor_type();
-    t->set_elem_type(kFloat);
-    auto* s = t->mutable_shape();
-    for (int d = 0; d < shape.rank(); ++d) {
-      auto* dim = s->add_dim();
-      if (d == 0 && options_.dynamic_batch)
-        dim->set_dim_param("N");
-      else
-        dim->set_dim_value(shape[d]);
-    }
-  }
-  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in,
-                        const std::vector<std::string>& out, const std::string& name) {
-    onnx::NodeProto& n = *graph_->add_node();
-    n.set_op_type(op);
-    n.set_name(unique(name + "/" + op));
-    for (const auto& i : in) n.add_input(i);
-    for (const auto& o : out) n.add_output(o);
-    ops_ += (ops_.empty() ? "" : " ") + op;
-    return n;
-  }
-  static void attr(onnx::NodeProto& n, const std::string& name, std::int64_t v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto_AttributeType_INT);
-    a->set_i(v);
-  }
-  static void attr(onnx::NodeProto& n, const std::string& name, float v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
-    a->set_f(v);
-  }
-  static void attr(onnx::NodeProto& n, const std::string& name, const std::vector<std::int64_t>& v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto_AttributeType_INTS);
-    for (auto x : v) a->add_ints(x);
-  }
-  std::string initializer(const std::string& name, int type, const std::vector<std::int64_t>& dims,
-                          std::string raw) {
-    onnx::TensorProto& t = *graph_->add_initializer();
-    t.set_name(name);
-    t.set_data_type(type);
-    for (auto d : dims) t.add_dims(d);
-    t.set_raw_data(std::move(raw));
-    return name;
-  }
-  // A float32 (or int64) tensor as an initializer; `scalar` writes a rank-0 tensor.
-  std::string initializer(const std::string& name, const Tensor& t, bool scalar = false) {
-    const int type = t.dtype() == DType::Int64 ? kInt64 : kFloat;
-    QAT_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Int64, "initializer ", name);
-    const char* p = t.dtype() == DType::Int64 ? reinterpret_cast<const char*>(t.data<std::int64_t>())
-                                              : reinterpret_cast<const char*>(t.data<float>());
-    return initializer(name, type, scalar ? std::vector<std::int64_t>{} : t.shape().vec(),
-                       std::string(p, p + t.numel() * 4 * (type == kInt64 ? 2 : 1)));
-  }
-  std::string int64s(const std::string& name, const std::vector<std::int64_t>& v) {
-    return initializer(unique(name), Tensor::from_vector(v, Shape{static_cast<std::int64_t>(v.size())}));
-  }
-
   // ---- grids -------------------------------------------------------------------------------
   void require_quantized() {
     bool any = false;
@@ -661,14 +531,10 @@ class Exporter {
   nn::Module& model_;
   const nn::Graph& g_;
   const OnnxExportOptions& options_;
-  onnx::ModelProto model_proto_;
-  onnx::GraphProto* graph_ = nullptr;
   std::vector<std::string> value_;
   std::vector<const Grid*> grid_;
   std::unordered_map<const Quantizer*, Grid> grids_;
   std::unordered_map<const nn::Module*, Params> params_;
-  std::set<std::string> names_;
-  std::string ops_;
 };
 
 // Puts every module in eval mode (quantizers then only fake-quantize) and restores the flags.
