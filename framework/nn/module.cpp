@@ -223,6 +223,15 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
+void Module::check_state(const StateView&, std::vector<std::string>&) const {}
+
+void Module::check_current_state(std::vector<std::string>& problems) const {
+  StateView state;
+  for (const auto& [name, t] : parameters_) state.emplace(name, t);
+  for (const auto& [name, t] : buffers_) state.emplace(name, t);
+  check_state(state, problems);
+}
+
 void Module::zero_grad() {
   for (auto& [n, t] : named_parameters()) t.zero_grad();
 }

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -103,6 +104,19 @@ class Module {
   Tensor replace_buffer(const std::string& name, Tensor value);
   /// Swaps the direct child `name` for `module` (used by prepare_qat and convert).
   void replace_child(const std::string& name, ModulePtr module);
+
+  // ---- state validation ------------------------------------------------------------------
+  /// A module's own parameters and buffers by local name ("scale", "running_var").
+  using StateView = std::map<std::string, Tensor>;
+  /// Checks values this module's own parameters and buffers would hold, before they are set
+  /// (io::load_into calls it with the checkpoint's tensors, the current ones where the checkpoint
+  /// has none, and copies nothing if any module reports a problem; DivergenceGuard calls it with
+  /// the current state). Appends one line per bad tensor, "<local name>[i] = <value>: <why>"
+  /// (nn/state_check.h formats them; the caller adds the module's name and the file). Structure
+  /// (names, shapes, dtypes) is checked before; the default checks nothing.
+  virtual void check_state(const StateView& state, std::vector<std::string>& problems) const;
+  /// check_state on the module's current parameters and buffers.
+  void check_current_state(std::vector<std::string>& problems) const;
 
   // ---- hooks ---------------------------------------------------------------------------
   /// Registers a hook on this module; returns a handle for remove_hook. Hooks run in the order

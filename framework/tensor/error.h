@@ -2,6 +2,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace qat {
 
@@ -18,6 +19,10 @@ std::string concat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+/// `text` (a name or value read from a file) safe to print: control characters (C0, DEL, C1),
+/// backslashes and bytes that are not UTF-8 become \n, \r, \t, \\ or \xNN, so an embedded NUL,
+/// ESC / OSC sequence or carriage return reaches no terminal; valid UTF-8 letters stay.
+std::string printable(std::string_view text);
 [[noreturn]] void check_failed(const char* cond, const char* file, int line, const std::string& msg);
 }  // namespace detail
 
