@@ -8,12 +8,14 @@
 #include <unordered_set>
 
 #include "framework/nn/module.h"
+#include "framework/nn/state_check.h"
 #include "framework/optim/optimizer.h"
 
 namespace qat::io {
 namespace {
 
 using qat::detail::concat;
+using qat::detail::printable;
 
 std::string source_of(const Checkpoint& ckpt) {
   return ckpt.info.source.empty() ? "<memory>" : ckpt.info.source;
@@ -44,11 +46,55 @@ LoadHints& load_hints() {
   return h;
 }
 
+struct LoadChecks {
+  std::mutex mutex;
+  std::map<std::string, LoadCheck> checks;
+};
+LoadChecks& load_checks() {
+  static LoadChecks c;
+  return c;
+}
+
+std::string dotted(const std::string& prefix, const std::string& local) {
+  return prefix.empty() ? local : prefix + "." + local;
+}
+
+// The value checks of load_into (see restore.h) on the state the model would hold after copying
+// `incoming` (full name -> checkpoint tensor); one line per problem.
+std::vector<std::string> value_problems(nn::Module& model, const Checkpoint& ckpt,
+                                        const std::unordered_map<std::string, const Tensor*>& incoming,
+                                        const LoadOptions& options) {
+  std::vector<std::string> out;
+  for (auto& [prefix, m] : model.named_modules()) {
+    nn::Module::StateView view;
+    std::vector<std::string> local;
+    auto add = [&](const NamedTensors& own, bool parameters) {
+      for (const auto& [name, t] : own) {
+        const auto it = incoming.find(dotted(prefix, name));
+        view[name] = it == incoming.end() ? t : *it->second;
+        if (parameters && !options.allow_non_finite && it != incoming.end())
+          nn::check::finite(local, view, name);
+      }
+    };
+    add(m->named_parameters(/*recurse=*/false), true);
+    add(m->named_buffers(/*recurse=*/false), false);
+    m->check_state(view, local);
+    for (const auto& line : local) out.push_back(dotted(prefix, line));
+  }
+  std::vector<LoadCheck> registered;
+  {
+    std::lock_guard<std::mutex> lock(load_checks().mutex);
+    for (const auto& [name, check] : load_checks().checks) registered.push_back(check);
+  }
+  for (const auto& check : registered) check(model, ckpt, out);
+  return out;
+}
+
 // "hint: ...\n" for the checkpoint's own hint and each registered one that has something to say.
 std::string hints_for(nn::Module& model, const Checkpoint& ckpt, const LoadReport& report) {
   std::vector<std::string> hints;
   const auto own = ckpt.metadata.find(std::string(kLoadHintKey));
-  if (own != ckpt.metadata.end() && !own->second.empty()) hints.push_back(own->second);
+  if (own != ckpt.metadata.end() && !own->second.empty()) hints.push_back(printable(own->second));
   std::vector<LoadHint> registered;
   {
     std::lock_guard<std::mutex> lock(load_hints().mutex);
@@ -73,7 +119,7 @@ std::string LoadReport::str() const {
   std::ostringstream os;
   for (const auto& n : missing) os << "  missing from checkpoint: " << n << "\n";
   for (const auto& m : mismatched) os << "  " << m.name << ": " << m.reason << "\n";
-  for (const auto& n : unexpected) os << "  unexpected in checkpoint: " << n << "\n";
+  for (const auto& n : unexpected) os << "  unexpected in checkpoint: " << printable(n) << "\n";
   return os.str();
 }
 
@@ -89,9 +135,17 @@ std::string LoadReport::summary(std::size_t max_per_kind) const {
     os << "  " << mismatched[i].name << ": " << mismatched[i].reason << "\n";
   rest(mismatched.size(), "with another shape or dtype");
   for (std::size_t i = 0; i < unexpected.size() && i < max_per_kind; ++i)
-    os << "  unexpected in checkpoint: " << unexpected[i] << "\n";
+    os << "  unexpected in checkpoint: " << printable(unexpected[i]) << "\n";
   rest(unexpected.size(), "unexpected in checkpoint");
   return os.str();
+}
+
+void set_load_check(const std::string& name, LoadCheck check) {
+  std::lock_guard<std::mutex> lock(load_checks().mutex);
+  if (check)
+    load_checks().checks[name] = std::move(check);
+  else
+    load_checks().checks.erase(name);
 }
 
 void set_load_hint(const std::string& name, LoadHint hint) {
@@ -115,6 +169,7 @@ OptimizerState capture(const optim::Optimizer& opt) {
 LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOptions& options) {
   std::unordered_map<std::string_view, const Tensor*> saved;
   for (const auto& [name, t] : ckpt.tensors) saved.emplace(name, &t);
+  std::unordered_map<std::string, const Tensor*> incoming;  // what the copies below would write
 
   // Plan everything first; the model is touched only once the plan is known to be acceptable.
   LoadReport report;
@@ -133,6 +188,7 @@ LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOption
     } else {
       report.loaded.push_back(name);
       copies.emplace_back(t, it->second);
+      incoming.emplace(name, it->second);
     }
   }
   for (const auto& [name, t] : ckpt.tensors)
@@ -145,6 +201,13 @@ LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOption
         source_of(ckpt),
         concat("does not match the model (", plural(n, "problem"), "; nothing was loaded):\n",
                report.summary(), by_name ? hints_for(model, ckpt, report) : std::string()));
+  }
+  const std::vector<std::string> problems = value_problems(model, ckpt, incoming, options);
+  if (!problems.empty()) {
+    std::string msg = concat("holds values the model cannot use (", plural(problems.size(), "problem"),
+                             "; nothing was loaded):\n");
+    for (const auto& p : problems) msg += "  " + p + "\n";
+    throw CheckpointError(source_of(ckpt), msg);
   }
   for (auto& [dst, src] : copies) dst.copy_(*src);
   return report;
@@ -160,7 +223,7 @@ void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt) {
   const OptimizerState& saved = *ckpt.optimizer;
   if (saved.kind != opt.kind())
     throw CheckpointError(
-        source, concat("holds state of a '", saved.kind, "' optimizer, not '", opt.kind(), "'"));
+        source, concat("holds state of a '", printable(saved.kind), "' optimizer, not '", opt.kind(), "'"));
   std::vector<std::string> problems;
   const auto current = opt.hyperparameters();
   for (const auto& [name, value] : current) {
@@ -175,7 +238,13 @@ void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt) {
   }
   for (const auto& [name, value] : saved.hyperparameters)
     if (!current.count(name))
-      problems.push_back(concat("hyperparameter ", name, " is unknown to ", opt.kind()));
+      problems.push_back(concat("hyperparameter ", printable(name), " is unknown to ", opt.kind()));
+  for (const auto& [name, t] : saved.state) {
+    if (!t.defined() || (t.dtype() != DType::Float32 && t.dtype() != DType::Float64)) continue;
+    std::vector<std::string> bad;
+    nn::check::finite(bad, {{name, t}}, name);
+    for (const auto& b : bad) problems.push_back("state " + printable(b));
+  }
   if (!problems.empty()) {
     std::string msg = concat("optimizer does not match (", plural(problems.size(), "problem"),
                              "; nothing was restored):\n");
@@ -197,7 +266,7 @@ void restore_generators(const Checkpoint& ckpt, const std::map<std::string, Gene
   std::string absent;
   for (const auto& [name, gen] : targets) {
     QAT_REQUIRE(gen != nullptr, "io::restore_generators", "generator '", name, "' is null");
-    if (!ckpt.training->generators.count(name)) absent += (absent.empty() ? "" : ", ") + name;
+    if (!ckpt.training->generators.count(name)) absent += (absent.empty() ? "" : ", ") + printable(name);
   }
   if (!absent.empty()) throw CheckpointError(source, "holds no state for generator(s) " + absent);
   for (const auto& [name, gen] : targets) {

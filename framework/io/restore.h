@@ -28,6 +28,9 @@ struct LoadOptions {
   /// checkpoint may hold no other tensor; else nothing is loaded. false: the matching tensors
   /// are loaded and the rest is reported.
   bool strict = true;
+  /// false: a parameter holding NaN or Inf rejects the load (a diverged run or a corrupt file).
+  /// true: such parameters load (to inspect a diverged run); buffers are checked regardless.
+  bool allow_non_finite = false;
 };
 
 /// What load_into did.
@@ -65,11 +68,26 @@ using LoadHint =
 /// only they can recognise (modules/quant: a float checkpoint loaded into a prepared model).
 void set_load_hint(const std::string& name, LoadHint hint);
 
+/// Checks what a checkpoint holds beyond its tensors' structure against `model` (e.g. modules/quant
+/// compares the quantizer specs recorded in the metadata with the model's), appending one line per
+/// problem that names the metadata key and its value (escaped with detail::printable).
+using LoadCheck =
+    std::function<void(nn::Module& model, const Checkpoint& ckpt, std::vector<std::string>& problems)>;
+/// Registers `check` under `name` (replacing one of that name; an empty function removes it).
+/// load_into runs every registered check with the value checks.
+void set_load_check(const std::string& name, LoadCheck check);
+
 /// Copies the checkpoint's tensors into `model`'s parameters and buffers in place
 /// (Tensor::copy_), so existing handles (optimizers, quantizer registries) stay valid. Everything
-/// is checked first: in strict mode any mismatch throws a CheckpointError naming the file, listing
-/// the problems (LoadReport::summary) and the hints (kLoadHintKey, set_load_hint) when tensors
-/// are missing or unexpected; the model is left bit-for-bit unchanged.
+/// is checked first, and on any error the model is left bit-for-bit unchanged:
+/// - structure: in strict mode any mismatch throws a CheckpointError naming the file, listing
+///   the problems (LoadReport::summary) and the hints (kLoadHintKey, set_load_hint) when tensors
+///   are missing or unexpected;
+/// - values (strict or not): parameters finite (unless options.allow_non_finite), each module's
+///   Module::check_state on the values it would hold (quantizer scales and zero points, observer
+///   ranges, switches, batch-norm statistics, int8 layers' qparams), and the registered
+///   set_load_check checks; a CheckpointError names the file and every bad tensor with its first
+///   bad index and value.
 LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOptions& options = {});
 /// io::load(path), then load_into; nothing in the model changes unless the whole file is valid.
 LoadReport load_into(nn::Module& model, const std::string& path, const LoadOptions& options = {});

@@ -1,6 +1,9 @@
 #include "framework/nn/batchnorm.h"
 
+#include <limits>
+
 #include "framework/autograd/ops.h"
+#include "framework/nn/state_check.h"
 
 namespace qat::nn {
 
@@ -32,6 +35,16 @@ std::string BatchNorm2d::extra_repr() const {
   return std::to_string(num_features_) + ", eps=" + std::to_string(eps_) +
          ", momentum=" + std::to_string(momentum_) + (weight_.defined() ? "" : ", affine=false") +
          (frozen_ ? ", stats frozen" : "");
+}
+
+// Running statistics a forward can use: var + eps > 0 needs var >= 0 (0 is a channel that never
+// varied); the counter only grows.
+void BatchNorm2d::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  check::finite(problems, state, "running_mean");
+  check::in_range(problems, state, "running_var", 0, std::numeric_limits<double>::max(),
+                  "a variance");
+  check::in_range(problems, state, "num_batches_tracked", 0,
+                  static_cast<double>(std::numeric_limits<std::int64_t>::max()), "a batch count");
 }
 
 }  // namespace qat::nn

@@ -11,6 +11,8 @@ class BatchNorm2d : public Module {
                        bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  /// running_mean finite, running_var finite and >= 0, num_batches_tracked >= 0.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
   /// Frozen statistics: the layer normalises with its running statistics and never updates them,
   /// as in eval mode, even while the model trains, until freeze_stats(false). A runtime switch
   /// like the training flag, not saved in checkpoints.

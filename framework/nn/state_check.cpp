@@ -58,6 +58,11 @@ std::string value_text(double v) {
   return os.str();
 }
 
+void satisfies(Problems& p, const StateView& state, const std::string& name,
+               const std::function<bool(double)>& ok, const std::string& why) {
+  scan(p, state, name, ok, why);
+}
+
 void finite(Problems& p, const StateView& state, const std::string& name) {
   scan(p, state, name, [](double v) { return std::isfinite(v); }, "not finite");
 }

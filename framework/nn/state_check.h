@@ -2,6 +2,7 @@
 // Value checks for Module::check_state: each appends at most one line per tensor, naming the
 // tensor, the first offending index and value, and how many values are wrong:
 //   "scale[3] = 1e-45: not a scale in [1.17549e-38, 1e+30] (2 of 10 values)"
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ void flag(Problems& p, const StateView& state, const std::string& name);
 /// Every value equal to `value` (e.g. the fixed zero point of a symmetric spec).
 void equals(Problems& p, const StateView& state, const std::string& name, double value,
             const std::string& why);
+/// Every value v with ok(v) (read as double); `why` says what a value must be.
+void satisfies(Problems& p, const StateView& state, const std::string& name,
+               const std::function<bool(double)>& ok, const std::string& why);
 /// Scales: in [kMinScale, kMaxScale].
 inline void scale(Problems& p, const StateView& state, const std::string& name) {
   in_range(p, state, name, kMinScale, kMaxScale, "a scale");

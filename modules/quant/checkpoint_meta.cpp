@@ -1,6 +1,7 @@
 #include "modules/quant/checkpoint_meta.h"
 
 #include <algorithm>
+#include <set>
 
 #include "framework/io/restore.h"
 #include "modules/quant/quantizer.h"
@@ -9,6 +10,7 @@ namespace qat::quant {
 namespace {
 
 using qat::detail::concat;
+using qat::detail::printable;
 
 bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
 
@@ -59,6 +61,45 @@ std::string quant_load_hint(nn::Module& model, const io::Checkpoint& ckpt, const
   return "";
 }
 
+// The "quant.<quantizer>" -> "<type> <spec>" metadata (quantization_metadata) parsed strictly and
+// compared with the model's quantizer of that name, so that a checkpoint whose recorded
+// quantization differs from the model's (another qconfig, a corrupt or crafted file) is refused.
+void quant_load_check(nn::Module& model, const io::Checkpoint& ckpt, std::vector<std::string>& problems) {
+  std::map<std::string, const Quantizer*> in_model;
+  std::set<std::string> kinds{"FakeQuantize", "FP8FakeQuantize", "LearnableFakeQuantize",
+                              "LearnableAmaxFakeQuantize"};
+  for (auto& [name, m] : model.named_modules())
+    if (const auto* q = dynamic_cast<const Quantizer*>(m)) {
+      in_model.emplace(name, q);
+      kinds.insert(q->type_name());
+    }
+  for (const auto& [key, value] : ckpt.metadata) {
+    if (!starts_with(key, "quant.")) continue;
+    const std::string where = concat("metadata '", printable(key), "' = '", printable(value), "': ");
+    const auto space = value.find(' ');
+    const std::string kind = value.substr(0, space);
+    if (!kinds.count(kind)) {
+      std::string known;
+      for (const auto& k : kinds) known += (known.empty() ? "" : ", ") + k;
+      problems.push_back(concat(where, "unknown quantizer kind '", printable(kind), "' (known: ", known, ")"));
+      continue;
+    }
+    QuantSpec spec;
+    try {
+      spec = QuantSpec::parse(space == std::string::npos ? std::string() : value.substr(space + 1));
+    } catch (const Error& e) {
+      problems.push_back(where + e.what());
+      continue;
+    }
+    const auto it = in_model.find(key.substr(6));
+    if (it == in_model.end()) continue;  // structure is load_into's business (and int8 models have none)
+    const Quantizer& q = *it->second;
+    if (q.type_name() != kind || !(q.spec() == spec))
+      problems.push_back(concat(where, "the model's quantizer is ", q.type_name(), " ", q.spec().str(),
+                                " (prepared with another qconfig or rule?)"));
+  }
+}
+
 }  // namespace
 
 std::string config_counts(const std::vector<std::string>& configs) {
@@ -91,6 +132,7 @@ std::map<std::string, std::string> checkpoint_metadata(nn::Module& model, const 
 bool register_load_hints() {
   static const bool done = [] {
     io::set_load_hint("modules/quant", quant_load_hint);
+    io::set_load_check("modules/quant", quant_load_check);
     return true;
   }();
   return done;

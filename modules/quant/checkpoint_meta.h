@@ -32,7 +32,10 @@ std::string config_counts(const std::vector<std::string>& configs);
 ///   before prepare_qat, or load with strict=false to keep fresh quantizer state";
 /// - a QAT checkpoint without "load.hint" (written before it existed) into a model without
 ///   quantizers: the hint built from its "qconfig.*" metadata.
-/// Every program that includes this header has it registered before main().
+/// Registers the load check too (io::set_load_check): every "quant.<quantizer>" metadata entry must
+/// name a known quantizer kind and a spec QuantSpec::parse accepts, and match the model's
+/// quantizer of that name when it has one.
+/// Every program that includes this header has them registered before main().
 bool register_load_hints();
 
 inline const bool kLoadHintsRegistered = register_load_hints();

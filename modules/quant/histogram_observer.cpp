@@ -2,6 +2,7 @@
 // calibrations on it. The histogram updates and the MSE search reproduce PyTorch's float32
 // arithmetic operation by operation, so the histogram and the MSE qparams match it bit for bit.
 #include "modules/quant/histogram_observer.h"
+#include "framework/nn/state_check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -483,4 +484,10 @@ std::string HistogramObserver::extra_repr() const {
   return s;
 }
 
+
+void HistogramObserver::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  Observer::check_state(state, problems);
+  // Float counts: re-binning on a wider range (PyTorch's interpolation) leaves tiny negatives.
+  nn::check::in_range(problems, state, "histogram", -1e30, 1e30, "a finite bin count");
+}
 }  // namespace qat::quant

@@ -63,6 +63,8 @@ class HistogramObserver : public Observer {
   /// Forgets the range and the histogram.
   void reset() override;
   std::string extra_repr() const override;
+  /// Observer's range checks, and histogram counts finite (|count| <= 1e30).
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  protected:
   /// Records the batch range for forward(), which bins the batch.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/nn/state_check.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 
@@ -171,4 +172,38 @@ QParams LearnableAmaxFakeQuantize::qparams() const {
   return q;
 }
 
+
+// ---- state checks (Module::check_state) --------------------------------------------------------
+
+namespace {
+void check_learnable_scale(const nn::Module::StateView& state, const char* name,
+                           std::vector<std::string>& problems) {
+  nn::check::in_range(problems, state, name, -nn::check::kMaxScale, nn::check::kMaxScale,
+                      "a learnable scale (finite; clamped up to eps at use)");
+}
+}  // namespace
+
+void LearnableFakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  Quantizer::check_state(state, problems);
+  nn::check::flag(problems, state, "learning_enabled");
+  nn::check::in_range(problems, state, "warmup_seen", 0, 9.2e18, "a batch count");
+  check_learnable_scale(state, "scale", problems);
+  const auto qmin = static_cast<double>(spec_.quant_min()), qmax = static_cast<double>(spec_.quant_max());
+  if (spec_.symmetric) {
+    const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
+    nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
+                         qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str()));
+  } else {
+    constexpr double kSlack = 1 << 24;  // float32 integers are exact below 2^24
+    nn::check::in_range(problems, state, "zero_point", qmin - kSlack, qmax + kSlack,
+                        "a learnable zero point (clamped to the spec's range at use)");
+  }
+}
+
+void LearnableAmaxFakeQuantize::check_state(const StateView& state,
+                                            std::vector<std::string>& problems) const {
+  Quantizer::check_state(state, problems);
+  nn::check::in_range(problems, state, "warmup_seen", 0, 9.2e18, "a batch count");
+  check_learnable_scale(state, "amax", problems);
+}
 }  // namespace qat::quant

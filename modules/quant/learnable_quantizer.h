@@ -47,6 +47,10 @@ class LearnableFakeQuantize : public Quantizer {
   const Tensor& scale() const { return scale_; }
   const Tensor& zero_point() const { return zero_point_; }
   const Options& options() const { return options_; }
+  /// scale finite with |scale| <= kMaxScale (the forward clamps it up to eps, so a value the
+  /// optimizer left below is safe), zero_point finite within 2^24 of the spec's range (clamped at
+  /// use), the spec's fixed zero point when symmetric; learning_enabled 0 or 1; warmup_seen >= 0.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  private:
   void estimate(const Tensor& x);
@@ -66,6 +70,8 @@ class LearnableAmaxFakeQuantize : public Quantizer {
                             const Shape& param_shape = Shape{1}, std::int64_t warmup_batches = 1);
   Tensor forward(const Tensor& x) override;
   /// scale = amax / qmax, zero_point 0 (unsigned specs clip to [0, amax]).
+  /// amax finite with |amax| <= kMaxScale (clamped up to eps at use); warmup_seen >= 0.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
   QParams qparams() const override;
   Observer* observer() const override { return observer_.get(); }
   const Tensor& amax() const { return amax_; }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "framework/nn/state_check.h"
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
@@ -174,4 +175,34 @@ void double_quantize_scales(Tensor& scale, int bits) {
   for (std::int64_t i = 0; i < scale.numel(); ++i) s[i] = std::max(std::nearbyint(s[i] / s2), 1.0f) * s2;
 }
 
+
+// A pair is either a recorded range or the initial (+inf, -inf); anything else (NaN, min > max,
+// one infinite end) came from a corrupt file and would poison calculate_qparams.
+void Observer::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  const Tensor* mn = nn::check::find(state, "min_val");
+  const Tensor* mx = nn::check::find(state, "max_val");
+  if (mn == nullptr || mx == nullptr) return;
+  if (mn->shape() != mx->shape() || mn->dtype() != DType::Float32 || mx->dtype() != DType::Float32) {
+    problems.push_back(qat::detail::concat("min_val ", dtype_name(mn->dtype()), mn->shape(), " and max_val ",
+                                           dtype_name(mx->dtype()), mx->shape(),
+                                           ": must be float32 of one shape"));
+    return;
+  }
+  const float* lo = mn->data<float>();
+  const float* hi = mx->data<float>();
+  std::int64_t bad = 0, first = -1;
+  const auto limit = static_cast<float>(nn::check::kMaxScale);
+  for (std::int64_t i = 0; i < mn->numel(); ++i) {
+    const bool unobserved = lo[i] == kInf && hi[i] == -kInf;
+    const bool recorded = std::fabs(lo[i]) <= limit && std::fabs(hi[i]) <= limit && lo[i] <= hi[i];
+    if (!unobserved && !recorded && bad++ == 0) first = i;
+  }
+  if (bad == 0) return;
+  const std::string at = mn->dim() > 0 ? qat::detail::concat("[", first, "]") : "";
+  problems.push_back(qat::detail::concat(
+      "min_val", at, " = ", nn::check::value_text(lo[first]), ", max_val", at, " = ",
+      nn::check::value_text(hi[first]),
+      ": not a recorded range (finite, min <= max, |value| <= 1e+30) nor the unobserved (inf, -inf)",
+      mn->numel() > 1 ? qat::detail::concat(" (", bad, " of ", mn->numel(), " pairs)") : ""));
+}
 }  // namespace qat::quant

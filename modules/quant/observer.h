@@ -32,6 +32,10 @@ class Observer : public nn::Module {
   /// Forgets the recorded range.
   virtual void reset();
   std::string extra_repr() const override { return spec_.str(); }
+  /// Each (min_val, max_val) is a recorded range, finite with min <= max and magnitudes at most
+  /// kMaxScale, or the never-observed (+inf, -inf).
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
+
 
  protected:
   /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks

@@ -96,6 +96,8 @@ class ConvBn2d : public QatLayer {
   Tensor forward(const Tensor& x) override;
   void train(bool on = true) override;
   std::string extra_repr() const override;
+  /// freeze_bn is 0 or 1.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
   void freeze_bn_stats();
   void update_bn_stats();

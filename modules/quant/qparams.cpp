@@ -22,9 +22,7 @@ void calculate_qparams(const float* min_val, const float* max_val, std::int64_t 
     if (spec.symmetric) {
       const float half_range = static_cast<float>(static_cast<double>(qmax - qmin) / 2);
       scale[i] = std::max(std::max(-lo, hi) / half_range, kScaleEps);
-      zero_point[i] = spec.is_signed               ? 0
-                      : (qmin == 0 && qmax == 255) ? 128
-                                                   : static_cast<std::int32_t>((qmin + qmax) / 2);
+      zero_point[i] = static_cast<std::int32_t>(spec.symmetric_zero_point());
     } else {
       scale[i] = std::max((hi - lo) / static_cast<float>(qmax - qmin), kScaleEps);
       const auto zp = static_cast<std::int64_t>(qmin - std::nearbyint(lo / scale[i]));

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/nn/state_check.h"
+#include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
 
@@ -38,6 +40,7 @@ bool Quantizer::observing() const {
 Quantizer::Quantizer(std::string type_name, const QuantSpec& spec)
     : nn::Module(std::move(type_name)), spec_(spec) {
   spec_.validate();
+  register_load_hints();  // a program with quantizers gets the checkpoint checks for them
   fake_quant_enabled_ = register_buffer("fake_quant_enabled", Tensor::ones(Shape{1}, DType::UInt8));
   observer_enabled_ = register_buffer("observer_enabled", Tensor::ones(Shape{1}, DType::UInt8));
 }
@@ -124,4 +127,31 @@ QParams FP8FakeQuantize::qparams() const {
   return {scale_.clone(), Tensor::zeros(scale_.shape(), DType::Int32)};
 }
 
+
+// ---- state checks (Module::check_state) --------------------------------------------------------
+
+void Quantizer::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  nn::check::flag(problems, state, "fake_quant_enabled");
+  nn::check::flag(problems, state, "observer_enabled");
+}
+
+// The zero point calculate_qparams gives a symmetric spec (0 signed, the midpoint unsigned).
+void FakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  Quantizer::check_state(state, problems);
+  nn::check::scale(problems, state, "scale");
+  const auto qmin = static_cast<double>(spec_.quant_min()), qmax = static_cast<double>(spec_.quant_max());
+  if (!spec_.symmetric) {
+    nn::check::in_range(problems, state, "zero_point", qmin, qmax, "a zero point of " + spec_.str());
+    return;
+  }
+  const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
+  nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
+                       qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str(),
+                                           fixed != 0 ? " (or 0 before any observation)" : ""));
+}
+
+void FP8FakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  Quantizer::check_state(state, problems);
+  nn::check::scale(problems, state, "scale");
+}
 }  // namespace qat::quant

@@ -77,6 +77,8 @@ class Quantizer : public nn::Module {
   void set_label(const std::string& label);
   const std::string& label() const { return label_; }
   std::string extra_repr() const override { return spec_.str(); }
+  /// The switches fake_quant_enabled and observer_enabled are 0 or 1.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  protected:
   /// Whether this forward records: the observer is enabled and the module trains or a
@@ -108,6 +110,9 @@ class FakeQuantize : public Quantizer {
   Observer* observer() const override { return observer_.get(); }
   const Tensor& scale() const { return scale_; }
   const Tensor& zero_point() const { return zero_point_; }
+  /// Scales in [kMinScale, kMaxScale]; zero points in the spec's range, and the spec's fixed
+  /// zero point when symmetric (or 0, the never-observed state).
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  private:
   std::shared_ptr<Observer> observer_;
@@ -124,6 +129,8 @@ class FP8FakeQuantize : public Quantizer {
   QParams qparams() const override;
   Observer* observer() const override { return observer_.get(); }
   const Tensor& scale() const { return scale_; }
+  /// Scales in [kMinScale, kMaxScale].
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  private:
   std::shared_ptr<Observer> observer_;

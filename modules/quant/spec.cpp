@@ -1,6 +1,7 @@
 #include "modules/quant/spec.h"
 
 #include <ostream>
+#include <regex>
 
 #include "framework/tensor/error.h"
 
@@ -57,6 +58,52 @@ std::int64_t QuantSpec::quant_min() const {
 std::int64_t QuantSpec::quant_max() const {
   if (format != Format::Int) return 0;
   return is_signed ? (std::int64_t{1} << (bits - 1)) - 1 : (std::int64_t{1} << bits) - 1;
+}
+
+std::int64_t QuantSpec::symmetric_zero_point() const {
+  if (is_signed) return 0;
+  const std::int64_t qmin = quant_min(), qmax = quant_max();
+  return qmin == 0 && qmax == 255 ? 128 : (qmin + qmax) / 2;
+}
+
+// The grammar of str(): "<format>[ symmetric|affine][ narrow] <granularity>[ double-quant B-bit
+// scales]"; validate() and a round trip through str() reject anything str() would not write.
+QuantSpec QuantSpec::parse(const std::string& text) {
+  constexpr const char* fn = "QuantSpec::parse";
+  static const std::regex grammar(
+      "(fp8_e4m3|fp8_e5m2|(u?)int([0-9]{1,2}) (symmetric|affine)( narrow)?)"
+      " (per-tensor|per-channel\\(axis (-?[0-9]{1,2})\\)|per-block\\(([0-9]{1,9}), axis (-?[0-9]{1,2})\\)"
+      "( double-quant ([0-9]{1,2})-bit scales)?)");
+  std::smatch m;
+  QAT_REQUIRE(text.size() < 200 && std::regex_match(text, m, grammar), fn, "'", qat::detail::printable(text),
+              "' is not a quantization spec (e.g. 'int8 symmetric per-channel(axis 0)', "
+              "'uint8 affine per-tensor', 'fp8_e4m3 per-tensor')");
+  QuantSpec q;
+  if (m[1] == "fp8_e4m3" || m[1] == "fp8_e5m2") {
+    q.format = m[1] == "fp8_e4m3" ? Format::FP8_E4M3 : Format::FP8_E5M2;
+  } else {
+    q.is_signed = m[2].length() == 0;
+    q.bits = std::stoi(m[3]);
+    q.symmetric = m[4] == "symmetric";
+    q.narrow_range = m[5].matched;
+  }
+  const std::string g = m[6];
+  if (g.rfind("per-channel", 0) == 0) {
+    q.granularity = Granularity::PerChannel;
+    q.axis = std::stoi(m[7]);
+  } else if (g.rfind("per-block", 0) == 0) {
+    q.granularity = Granularity::PerBlock;
+    q.block_size = std::stoll(m[8]);
+    q.axis = std::stoi(m[9]);
+    if (m[10].matched) q.block_scale_bits = std::stoi(m[11]);
+  }
+  try {
+    q.validate();
+  } catch (const Error& e) {
+    throw Error(qat::detail::concat(fn, ": '", text, "': ", e.what()));
+  }
+  QAT_REQUIRE(q.str() == text, fn, "'", text, "' is not in canonical form (expected '", q.str(), "')");
+  return q;
 }
 
 std::string QuantSpec::str() const {

@@ -36,9 +36,16 @@ struct QuantSpec {
 
   std::int64_t quant_min() const;
   std::int64_t quant_max() const;
+  /// The fixed zero point of a symmetric integer spec: 0 signed, the midpoint unsigned (128 for
+  /// uint8, PyTorch's quint8 symmetric).
+  std::int64_t symmetric_zero_point() const;
   bool is_float() const { return format != Format::Int; }
   /// e.g. "int8 symmetric per-channel(axis 0)", "uint8 affine per-tensor", "fp8_e4m3 per-tensor"
   std::string str() const;
+  /// The spec whose str() is `text`, exactly (checkpoint metadata); throws qat::Error naming the
+  /// text and what is wrong with it ("QuantSpec::parse: 'int40 symmetric per-tensor': bits must
+  /// be in [2, 16] ...").
+  static QuantSpec parse(const std::string& text);
   bool operator==(const QuantSpec&) const = default;
 
   // ---- common specs --------------------------------------------------------------------
