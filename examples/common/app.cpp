@@ -18,6 +18,7 @@
 #include "framework/io/checkpoint_error.h"
 #include "framework/io/restore.h"
 #include "framework/optim/adam.h"
+#include "framework/optim/divergence.h"
 #include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
@@ -26,6 +27,7 @@
 #include "framework/tensor/random.h"
 #include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/convert.h"
+#include "modules/quant/learnable_quantizer.h"
 #include "modules/quant/prepare.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantizer.h"
@@ -296,6 +298,10 @@ int run_program(Options o, const ModelFactory& factory) {
               << "\nCPU kernels: " << cpu::describe() << "\n";
   }
 
+  // A non-finite input, loss, gradient or parameter, or a bad quantizer / BN state, stops training
+  // with a DivergenceError (run() prints it, exits 2) before anything more is saved.
+  optim::DivergenceGuard guard(*model, *optimizer, {.first_step = global_step + 1});
+  if (!o.save.empty()) guard.set_note("'" + o.save + "' is left as it was");
   Progress progress(loader.size(), o.epochs);
   Summary sum;
   std::int64_t save_bytes = 0;
@@ -308,9 +314,13 @@ int run_program(Options o, const ModelFactory& factory) {
     std::int64_t i = 0;
     for (const data::Batch& b : loader) {
       optimizer->zero_grad();
+      guard.check_input(b.images);
       Tensor loss = cross_entropy(model->forward(b.images), b.labels);
+      guard.check_loss(loss);
       loss.backward();
+      guard.check_gradients();
       optimizer->step();
+      guard.end_step();
       sum.last_loss = loss.item();
       ++global_step;
       progress.update(i++, sum.last_loss, b.labels.numel());
@@ -319,11 +329,18 @@ int run_program(Options o, const ModelFactory& factory) {
     sum.train_seconds += secs;
     ++sum.epochs_run;
     if (schedule) schedule->step();
-    if (!o.save.empty())
+    if (!o.save.empty()) {
       save_bytes = save_training(o, factory, *model, prepared, *optimizer, loader, epoch, global_step);
+      guard.set_note("the last checkpoint is kept ('" + o.save + "' after epoch " + std::to_string(epoch) +
+                     ")");
+    }
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
+  if (const std::int64_t clamps = quant::learnable_range_clamps(*model))
+    std::cerr << "warning: " << clamps
+              << " learned scale / amax values were clamped up to 1.19e-07 in training (see the first "
+                 "warning above)\n";
   if (sum.epochs_run == 0) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     if (!o.save.empty())

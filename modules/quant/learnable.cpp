@@ -63,9 +63,13 @@ void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_
               " scales and zero points, got scale ", scale.shape(), " and zero_point ",
               zero_point.shape());
   QAT_REQUIRE(qmin < qmax, fn, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
-  for (std::int64_t p = 0; p < n; ++p)
+  for (std::int64_t p = 0; p < n; ++p) {
     QAT_REQUIRE(scale.data<float>()[p] > 0 && std::isfinite(scale.data<float>()[p]), fn,
                 "scale must be positive and finite, got ", scale.data<float>()[p], " at index ", p);
+    // the zero point is rounded and cast to an integer: NaN / inf would be undefined there
+    QAT_REQUIRE(std::isfinite(zero_point.data<float>()[p]), fn, "zero_point must be finite, got ",
+                zero_point.data<float>()[p], " at index ", p);
+  }
 }
 
 // Shared by the per-tensor and per-channel ops; `zp_backward` maps the learned zero point to

@@ -2,13 +2,61 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/nn/state_check.h"
+#include "framework/tensor/finite.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 
 namespace qat::quant {
+
+namespace {
+
+using qat::detail::concat;
+
+// "LearnableFakeQuantize 'fc1.weight_fake_quant'", or the type alone before prepare_qat names it.
+std::string who(const Quantizer& q) {
+  return q.label().empty() ? q.type_name() : concat(q.type_name(), " '", q.label(), "'");
+}
+
+// A learned range value (or an input) that is NaN / inf cannot be clamped back into meaning, and
+// would reach a NaN -> int cast: the error names the quantizer, the tensor, index and value.
+void require_finite(const Quantizer& q, const Tensor& t, const char* name, const char* why) {
+  const qat::detail::NonFinite bad = qat::detail::find_nonfinite(t);
+  QAT_REQUIRE(bad.count == 0, who(q), name, qat::detail::index_text(t.shape(), bad.first), " = ",
+              nn::check::value_text(bad.value), t.numel() > 1 ? concat(" (", bad.count, " of ", t.numel(),
+                                                                        " values are not finite)")
+                                                             : std::string(),
+              why);
+}
+
+constexpr const char* kDiverged = ": a diverged training step (lower the learning rate)";
+
+// Values below kScaleEps clamped up to it (PyTorch clamps LSQ's scale the same way); adds the
+// clamps to `count`. The first clamp of a quantizer prints one warning: "LSQ scale of 'fc1...'".
+void clamp_up_to_eps(const Quantizer& q, const Tensor& t, const char* what, std::int64_t& count) {
+  float* v = t.data<float>();
+  std::int64_t n = 0, first = -1;
+  float first_value = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (v[i] < kScaleEps) {
+      if (n++ == 0) first = i, first_value = v[i];
+      v[i] = kScaleEps;
+    }
+  if (n == 0) return;
+  if (count == 0)
+    std::cerr << "warning: " << what << " of '" << (q.label().empty() ? q.type_name() : q.label())
+              << (first_value <= 0 ? "' went non-positive (" : "' fell below the minimum (")
+              << first_value << " at index " << first << ") and is clamped to "
+              << kScaleEps
+              << "; lower the learning rate (further clamps of this quantizer are counted, not "
+                 "reported)\n";
+  count += n;
+}
+
+}  // namespace
 
 LearnableFakeQuantize::LearnableFakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> observer,
                                              const Shape& param_shape, const Options& options)
@@ -92,8 +140,13 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
         (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= options_.warmup_batches))
       enable_param_learning();
   } else {
-    float* s = scale_.data<float>();  // keep the learned scale positive (PyTorch clamps to eps)
-    for (std::int64_t i = 0; i < scale_.numel(); ++i) s[i] = std::max(s[i], kScaleEps);
+    require_finite(*this, scale_, "scale", kDiverged);
+    require_finite(*this, zero_point_, "zero_point", kDiverged);
+    clamp_up_to_eps(*this, scale_, "LSQ scale", scale_clamps_);  // keep it positive, as PyTorch
+    if (is_training() && fake_quant_enabled())
+      require_finite(*this, x, "input",
+                     " in training (NaN / inf data or activations, which quantize to quant_min / "
+                     "quant_max and would hide from the loss)");
   }
   // The phase lives in the buffers (checkpointed); requires_grad follows it.
   scale_.requires_grad_(learning_enabled());
@@ -110,6 +163,8 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
 }
 
 QParams LearnableFakeQuantize::qparams() const {
+  require_finite(*this, scale_, "scale", kDiverged);
+  require_finite(*this, zero_point_, "zero_point", kDiverged);
   QParams q{scale_.clone(), Tensor::empty(zero_point_.shape(), DType::Int32)};
   const auto lo = static_cast<float>(spec_.quant_min()), hi = static_cast<float>(spec_.quant_max());
   for (std::int64_t i = 0; i < zero_point_.numel(); ++i) {
@@ -150,8 +205,12 @@ Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
         (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= warmup_batches_))
       disable_observer();
   } else {
-    float* a = amax_.data<float>();
-    for (std::int64_t i = 0; i < amax_.numel(); ++i) a[i] = std::max(a[i], kScaleEps);
+    require_finite(*this, amax_, "amax", kDiverged);
+    clamp_up_to_eps(*this, amax_, "PACT amax", amax_clamps_);
+    if (is_training() && fake_quant_enabled())
+      require_finite(*this, x, "input",
+                     " in training (NaN / inf data or activations, which clip to -amax / amax and "
+                     "would hide from the loss)");
   }
   amax_.requires_grad_(!frozen_ && warmup_seen_.item() >= warmup_batches_);  // phase: the buffers
   if (!fake_quant_enabled()) return x;
@@ -165,6 +224,7 @@ void LearnableAmaxFakeQuantize::freeze_qparams(bool on) {
 }
 
 QParams LearnableAmaxFakeQuantize::qparams() const {
+  require_finite(*this, amax_, "amax", kDiverged);
   QParams q{Tensor::empty(amax_.shape(), DType::Float32), Tensor::zeros(amax_.shape(), DType::Int32)};
   const auto qmax = static_cast<float>(spec_.quant_max());
   for (std::int64_t i = 0; i < amax_.numel(); ++i)
@@ -172,6 +232,14 @@ QParams LearnableAmaxFakeQuantize::qparams() const {
   return q;
 }
 
+std::int64_t learnable_range_clamps(nn::Module& model) {
+  std::int64_t n = 0;
+  for (const auto& [name, m] : model.named_modules()) {
+    if (const auto* q = dynamic_cast<const LearnableFakeQuantize*>(m)) n += q->scale_clamps();
+    if (const auto* q = dynamic_cast<const LearnableAmaxFakeQuantize*>(m)) n += q->amax_clamps();
+  }
+  return n;
+}
 
 // ---- state checks (Module::check_state) --------------------------------------------------------
 

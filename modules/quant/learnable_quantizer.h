@@ -18,6 +18,10 @@ enum class LearnableInit {
 /// (use_grad_scaling). Symmetric specs keep the zero point fixed (not learned).
 /// Buffers: fake_quant_enabled, observer_enabled (= PyTorch's static_enabled),
 /// learning_enabled, warmup_seen.
+/// Training guards (learnable quantizers alike): a scale the optimizer drove to or below 0 is
+/// clamped up to kScaleEps with one warning per quantizer and counted; a non-finite scale or zero
+/// point, and NaN / inf in a training input after the warm-up (which the forward would map to
+/// quant_min / quant_max, hiding it from the loss), throw qat::Error naming the quantizer.
 class LearnableFakeQuantize : public Quantizer {
  public:
   struct Options {
@@ -47,6 +51,9 @@ class LearnableFakeQuantize : public Quantizer {
   const Tensor& scale() const { return scale_; }
   const Tensor& zero_point() const { return zero_point_; }
   const Options& options() const { return options_; }
+  /// Scale values the optimizer left below kScaleEps (1.19e-7) and the forward clamped up to it,
+  /// summed over forwards (not saved). The first clamp prints one warning naming the quantizer.
+  std::int64_t scale_clamps() const { return scale_clamps_; }
   /// scale finite with |scale| <= kMaxScale (the forward clamps it up to eps, so a value the
   /// optimizer left below is safe), zero_point finite within 2^24 of the spec's range (clamped at
   /// use), the spec's fixed zero point when symmetric; learning_enabled 0 or 1; warmup_seen >= 0.
@@ -58,6 +65,7 @@ class LearnableFakeQuantize : public Quantizer {
   Options options_;
   std::shared_ptr<Observer> observer_;
   Tensor scale_, zero_point_, learning_enabled_, warmup_seen_;
+  std::int64_t scale_clamps_ = 0;
 };
 
 /// Symmetric fake quantization with a learnable clipping value amax (PACT, Choi et al. 2018;
@@ -78,12 +86,20 @@ class LearnableAmaxFakeQuantize : public Quantizer {
   /// Frozen: amax neither estimated nor learned (a runtime switch, not saved in checkpoints).
   void freeze_qparams(bool on = true) override;
   bool qparams_frozen() const { return frozen_; }
+  /// amax values the optimizer left below kScaleEps and the forward clamped up to it (as
+  /// LearnableFakeQuantize::scale_clamps).
+  std::int64_t amax_clamps() const { return amax_clamps_; }
 
  private:
   std::int64_t warmup_batches_;
   bool frozen_ = false;
+  std::int64_t amax_clamps_ = 0;
   std::shared_ptr<Observer> observer_;
   Tensor amax_, warmup_seen_;
 };
+
+/// Learned scales and amax values clamped up to kScaleEps in `model` so far: the sum of
+/// LearnableFakeQuantize::scale_clamps and LearnableAmaxFakeQuantize::amax_clamps.
+std::int64_t learnable_range_clamps(nn::Module& model);
 
 }  // namespace qat::quant

@@ -32,10 +32,27 @@ void sum_rows_t(const T* __restrict x, i64 rows, i64 n, T* __restrict out) {
     for (i64 i = 0; i < n; ++i) out[i] += x[k * n + i];
 }
 
+// x * 0 is 0 for a finite x and NaN for +-inf and NaN, so the sum is 0 iff every x is finite:
+// one multiply-add per element in independent lanes (vectorised), no branch.
+template <class T>
+bool all_finite_t(const T* __restrict p, i64 n) {
+  constexpr i64 L = 4 * 64 / sizeof(T);
+  T acc[L] = {};
+  i64 i = 0;
+  for (; i + L <= n; i += L)
+    for (i64 l = 0; l < L; ++l) acc[l] += p[i + l] * T(0);
+  T s = 0;
+  for (i64 l = 0; l < L; ++l) s += acc[l];
+  for (; i < n; ++i) s += p[i] * T(0);
+  return s == 0;
+}
+
 float SumF(const float* p, i64 n) { return sum_t(p, n); }
 double SumD(const double* p, i64 n) { return sum_t(p, n); }
 void SumRowsF(const float* x, i64 rows, i64 n, float* o) { sum_rows_t(x, rows, n, o); }
 void SumRowsD(const double* x, i64 rows, i64 n, double* o) { sum_rows_t(x, rows, n, o); }
+bool AllFiniteF(const float* p, i64 n) { return all_finite_t(p, n); }
+bool AllFiniteD(const double* p, i64 n) { return all_finite_t(p, n); }
 
 }  // namespace qat::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -48,11 +65,15 @@ HWY_EXPORT(SumF);
 HWY_EXPORT(SumD);
 HWY_EXPORT(SumRowsF);
 HWY_EXPORT(SumRowsD);
+HWY_EXPORT(AllFiniteF);
+HWY_EXPORT(AllFiniteD);
 
 float sum(const float* p, i64 n) { return QAT_DISPATCH(SumF)(p, n); }
 double sum(const double* p, i64 n) { return QAT_DISPATCH(SumD)(p, n); }
 void sum_rows(const float* x, i64 rows, i64 n, float* o) { QAT_DISPATCH(SumRowsF)(x, rows, n, o); }
 void sum_rows(const double* x, i64 rows, i64 n, double* o) { QAT_DISPATCH(SumRowsD)(x, rows, n, o); }
+bool all_finite(const float* p, i64 n) { return QAT_DISPATCH(AllFiniteF)(p, n); }
+bool all_finite(const double* p, i64 n) { return QAT_DISPATCH(AllFiniteD)(p, n); }
 
 }  // namespace qat::kernels
 #endif  // HWY_ONCE

@@ -14,4 +14,8 @@ double sum(const double* p, std::int64_t n);
 void sum_rows(const float* x, std::int64_t rows, std::int64_t n, float* out);
 void sum_rows(const double* x, std::int64_t rows, std::int64_t n, double* out);
 
+/// Whether every p[0..n) is finite (no NaN, no +-inf): one vectorised pass, no early exit.
+bool all_finite(const float* p, std::int64_t n);
+bool all_finite(const double* p, std::int64_t n);
+
 }  // namespace qat::kernels
