@@ -8,6 +8,8 @@ namespace {
 
 using qat::detail::concat;
 
+thread_local DivergenceGuard* t_current = nullptr;
+
 // "fc1.weight[3, 7] = nan<context> (4 of 200704 values are not finite<more>)"
 std::string describe(std::string_view name, const Tensor& t, const qat::detail::NonFinite& bad,
                      std::string_view context = "", std::string_view more = "") {
@@ -44,7 +46,13 @@ DivergenceGuard::DivergenceGuard(nn::Module& model, const Options& options)
   QAT_REQUIRE(options.first_step >= 1, "DivergenceGuard", "first_step must be >= 1, got ",
               options.first_step);
   if (options_.check_state) stateful_ = stateful_modules(model_);
+  prev_ = t_current;
+  t_current = this;
 }
+
+DivergenceGuard::~DivergenceGuard() { t_current = prev_; }
+
+DivergenceGuard* DivergenceGuard::current() { return t_current; }
 
 DivergenceGuard::DivergenceGuard(nn::Module& model, const Optimizer& optimizer, const Options& options)
     : DivergenceGuard(model, options) {
@@ -60,7 +68,8 @@ void DivergenceGuard::set_step(std::int64_t step) {
 void DivergenceGuard::fail(DivergenceError::Kind kind, const std::string& tensor,
                            const std::string& what) const {
   std::string msg = concat("divergence at step ", step_, ": ", what);
-  const bool sparse = kind != DivergenceError::Kind::Loss && kind != DivergenceError::Kind::Input;
+  const bool sparse = kind == DivergenceError::Kind::Gradient || kind == DivergenceError::Kind::Parameter ||
+                      kind == DivergenceError::Kind::State;
   if (sparse && options_.every > 1)
     msg += concat(" (checked every ", options_.every, " steps: it began after step ",
                   step_ - options_.every, ")");

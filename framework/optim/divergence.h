@@ -14,9 +14,9 @@ namespace qat::optim {
 /// Thrown by DivergenceGuard: "divergence at step 12: gradient of fc1.weight[3, 7] = nan (...)".
 class DivergenceError : public Error {
  public:
-  /// What went wrong: the loss, an input batch, a gradient, a parameter after the step, or a
-  /// module's state (Module::check_state).
-  enum class Kind { Loss, Input, Gradient, Parameter, State };
+  /// What went wrong: the loss, an input batch, a gradient, a parameter after the step, a
+  /// module's state (Module::check_state), or something a module's forward found (Forward).
+  enum class Kind { Loss, Input, Gradient, Parameter, State, Forward };
 
   DivergenceError(const std::string& message, std::int64_t step, Kind kind, std::string tensor)
       : Error(message), step_(step), kind_(kind), tensor_(std::move(tensor)) {}
@@ -24,7 +24,8 @@ class DivergenceError : public Error {
   /// The step that found it (1 is the first step).
   std::int64_t step() const { return step_; }
   Kind kind() const { return kind_; }
-  /// The dotted name of the tensor ("fc1.weight", "loss", "input"), or of the module for State.
+  /// The dotted name of the tensor ("fc1.weight", "loss", "input"), or of the module for State
+  /// and Forward.
   const std::string& tensor() const { return tensor_; }
 
  private:
@@ -51,6 +52,10 @@ class DivergenceError : public Error {
 /// parameters and state every `Options::every` steps, so a divergence is reported up to every - 1
 /// steps after it began. The guard keeps handles to the parameters and modules it was built on:
 /// build it after prepare_qat, and anew after anything that replaces modules (convert).
+///
+/// While a guard is alive it is current() on its thread (the innermost one): modules that find
+/// a divergence inside the forward report it through it with the step (learnable quantizers
+/// refusing NaN / inf training input, which they would otherwise quantize out of sight).
 class DivergenceGuard {
  public:
   struct Options {
@@ -66,6 +71,12 @@ class DivergenceGuard {
   DivergenceGuard(nn::Module& model, const Optimizer& optimizer, const Options& options);
   DivergenceGuard(nn::Module& model, const Optimizer& optimizer)
       : DivergenceGuard(model, optimizer, Options{}) {}
+  ~DivergenceGuard();
+  DivergenceGuard(const DivergenceGuard&) = delete;
+  DivergenceGuard& operator=(const DivergenceGuard&) = delete;
+
+  /// The guard alive on this thread (the innermost), or null.
+  static DivergenceGuard* current();
 
   /// Optional, before the forward: every value of an input batch is finite (`name` in the message).
   void check_input(const Tensor& x, std::string_view name = "input") const;
@@ -88,9 +99,13 @@ class DivergenceGuard {
   bool checks_this_step() const { return step_ % options_.every == 0; }
   const Options& options() const { return options_; }
 
- private:
+  /// Throws DivergenceError "divergence at step N: <what>[; note]" (for problems found elsewhere,
+  /// e.g. Kind::Forward by a module; `tensor` names the tensor or module).
   [[noreturn]] void fail(DivergenceError::Kind kind, const std::string& tensor,
                          const std::string& what) const;
+
+ private:
+  DivergenceGuard* prev_;  // current() before this one
 
   nn::Module& model_;
   const Optimizer* optimizer_ = nullptr;

@@ -6,6 +6,7 @@
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/nn/state_check.h"
+#include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
@@ -21,18 +22,33 @@ std::string who(const Quantizer& q) {
   return q.label().empty() ? q.type_name() : concat(q.type_name(), " '", q.label(), "'");
 }
 
-// A learned range value (or an input) that is NaN / inf cannot be clamped back into meaning, and
-// would reach a NaN -> int cast: the error names the quantizer, the tensor, index and value.
-void require_finite(const Quantizer& q, const Tensor& t, const char* name, const char* why) {
+// "<who>: scale[2] = nan (3 of 8 values are not finite)<why>", or "" if every value is finite.
+std::string nonfinite(const Quantizer& q, const Tensor& t, const char* name, const char* why) {
   const qat::detail::NonFinite bad = qat::detail::find_nonfinite(t);
-  QAT_REQUIRE(bad.count == 0, who(q), name, qat::detail::index_text(t.shape(), bad.first), " = ",
-              nn::check::value_text(bad.value), t.numel() > 1 ? concat(" (", bad.count, " of ", t.numel(),
-                                                                        " values are not finite)")
-                                                             : std::string(),
-              why);
+  if (bad.count == 0) return "";
+  return concat(who(q), ": ", name, qat::detail::index_text(t.shape(), bad.first), " = ",
+                nn::check::value_text(bad.value),
+                t.numel() > 1 ? concat(" (", bad.count, " of ", t.numel(), " values are not finite)") : "",
+                why);
 }
 
+// A learned range value that is NaN / inf cannot be clamped back into meaning and would reach a
+// NaN -> int cast: an error naming the quantizer, the tensor, index and value.
 constexpr const char* kDiverged = ": a diverged training step (lower the learning rate)";
+void require_finite(const Quantizer& q, const Tensor& t, const char* name) {
+  if (std::string e = nonfinite(q, t, name, kDiverged); !e.empty()) throw Error(e);
+}
+
+// NaN / inf in a training input after the warm-up would quantize to quant_min / quant_max (the
+// forward's PyTorch semantics) and vanish from the loss: refused, through the current
+// DivergenceGuard when there is one (so the error names the step).
+void refuse_nonfinite_input(const Quantizer& q, const Tensor& x, const char* why) {
+  std::string e = nonfinite(q, x, "input", why);
+  if (e.empty()) return;
+  if (const optim::DivergenceGuard* guard = optim::DivergenceGuard::current())
+    guard->fail(optim::DivergenceError::Kind::Forward, q.label().empty() ? q.type_name() : q.label(), e);
+  throw Error(e);
+}
 
 // Values below kScaleEps clamped up to it (PyTorch clamps LSQ's scale the same way); adds the
 // clamps to `count`. The first clamp of a quantizer prints one warning: "LSQ scale of 'fc1...'".
@@ -140,13 +156,13 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
         (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= options_.warmup_batches))
       enable_param_learning();
   } else {
-    require_finite(*this, scale_, "scale", kDiverged);
-    require_finite(*this, zero_point_, "zero_point", kDiverged);
+    require_finite(*this, scale_, "scale");
+    require_finite(*this, zero_point_, "zero_point");
     clamp_up_to_eps(*this, scale_, "LSQ scale", scale_clamps_);  // keep it positive, as PyTorch
     if (is_training() && fake_quant_enabled())
-      require_finite(*this, x, "input",
-                     " in training (NaN / inf data or activations, which quantize to quant_min / "
-                     "quant_max and would hide from the loss)");
+      refuse_nonfinite_input(*this, x,
+                             " in training (NaN / inf data or activations, which quantize to quant_min / "
+                             "quant_max and would hide from the loss)");
   }
   // The phase lives in the buffers (checkpointed); requires_grad follows it.
   scale_.requires_grad_(learning_enabled());
@@ -163,8 +179,8 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
 }
 
 QParams LearnableFakeQuantize::qparams() const {
-  require_finite(*this, scale_, "scale", kDiverged);
-  require_finite(*this, zero_point_, "zero_point", kDiverged);
+  require_finite(*this, scale_, "scale");
+  require_finite(*this, zero_point_, "zero_point");
   QParams q{scale_.clone(), Tensor::empty(zero_point_.shape(), DType::Int32)};
   const auto lo = static_cast<float>(spec_.quant_min()), hi = static_cast<float>(spec_.quant_max());
   for (std::int64_t i = 0; i < zero_point_.numel(); ++i) {
@@ -205,12 +221,12 @@ Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
         (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= warmup_batches_))
       disable_observer();
   } else {
-    require_finite(*this, amax_, "amax", kDiverged);
+    require_finite(*this, amax_, "amax");
     clamp_up_to_eps(*this, amax_, "PACT amax", amax_clamps_);
     if (is_training() && fake_quant_enabled())
-      require_finite(*this, x, "input",
-                     " in training (NaN / inf data or activations, which clip to -amax / amax and "
-                     "would hide from the loss)");
+      refuse_nonfinite_input(*this, x,
+                             " in training (NaN / inf data or activations, which clip to -amax / amax "
+                             "and would hide from the loss)");
   }
   amax_.requires_grad_(!frozen_ && warmup_seen_.item() >= warmup_batches_);  // phase: the buffers
   if (!fake_quant_enabled()) return x;
@@ -224,7 +240,7 @@ void LearnableAmaxFakeQuantize::freeze_qparams(bool on) {
 }
 
 QParams LearnableAmaxFakeQuantize::qparams() const {
-  require_finite(*this, amax_, "amax", kDiverged);
+  require_finite(*this, amax_, "amax");
   QParams q{Tensor::empty(amax_.shape(), DType::Float32), Tensor::zeros(amax_.shape(), DType::Int32)};
   const auto qmax = static_cast<float>(spec_.quant_max());
   for (std::int64_t i = 0; i < amax_.numel(); ++i)

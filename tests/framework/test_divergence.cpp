@@ -243,6 +243,31 @@ BOOST_AUTO_TEST_CASE(checks_every_n_steps) {
              "divergence at step 1: the loss is inf");
 }
 
+// The innermost live guard is current(); modules report forward problems through it.
+BOOST_AUTO_TEST_CASE(current_guard_follows_scopes) {
+  auto model = net();
+  BOOST_TEST(DivergenceGuard::current() == nullptr);
+  {
+    DivergenceGuard outer(*model, {.first_step = 7});
+    BOOST_TEST(DivergenceGuard::current() == &outer);
+    {
+      DivergenceGuard inner(*model);
+      BOOST_TEST(DivergenceGuard::current() == &inner);
+    }
+    BOOST_TEST(DivergenceGuard::current() == &outer);
+    outer.set_note("kept");
+    try {
+      DivergenceGuard::current()->fail(DivergenceError::Kind::Forward, "fc", "fc: input[0] = nan");
+      BOOST_FAIL("no error");
+    } catch (const DivergenceError& e) {
+      BOOST_TEST(std::string(e.what()) == "divergence at step 7: fc: input[0] = nan; kept");
+      BOOST_TEST((e.kind() == DivergenceError::Kind::Forward));
+      BOOST_TEST(e.tensor() == "fc");
+    }
+  }
+  BOOST_TEST(DivergenceGuard::current() == nullptr);
+}
+
 BOOST_AUTO_TEST_CASE(options_are_checked) {
   auto model = net();
   BOOST_TEST(error_of([&] { DivergenceGuard(*model, {.every = 0}); }) ==
