@@ -38,7 +38,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t T_max, d
 
 double CosineAnnealingLR::lr_at(std::int64_t epoch) const {
   const double angle = std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(t_max_);
-  return eta_min_ + (base_lr() - eta_min_) * (1 + std::cos(angle)) / 2;
+  // (1 + cos) / 2 first: the same value (halving is exact), without overflow for a huge base lr
+  return eta_min_ + (base_lr() - eta_min_) * ((1 + std::cos(angle)) / 2);
 }
 
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,

@@ -201,3 +201,37 @@ BOOST_AUTO_TEST_CASE(ptq_of_an_fp32_checkpoint) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Divergence (DivergenceGuard in the training loop): --lr 1e308 stops at step 1 with exit status 2
+// and one line naming the step; nothing is saved, so an earlier checkpoint keeps its bytes.
+BOOST_FIXTURE_TEST_SUITE(cli_divergence, Fixture)
+
+BOOST_AUTO_TEST_CASE(divergence_exits_2_keeping_the_last_checkpoint) {
+  auto bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string base = std::string(QAT_MLP_QAT) + data + " --train-limit 128 --epochs 1";
+  const Result fp32 = run(base + " --lr 1e308");
+  BOOST_TEST(fp32.status == 2);
+  BOOST_TEST(fp32.out.empty(), fp32.out);
+  BOOST_TEST(fp32.err.find("mlp_qat: error: divergence at step 1: fc1.weight[0, 0] = ") != std::string::npos,
+             fp32.err);
+  BOOST_TEST(fp32.err.find("after the optimizer step") != std::string::npos, fp32.err);
+
+  const Result good = run(base + " --mode qat --save " + path("m.ckpt"));
+  BOOST_REQUIRE_MESSAGE(good.status == 0, good.err);
+  const std::string ckpt = bytes(path("m.ckpt")), int8 = bytes(path("m.ckpt.int8"));
+  BOOST_REQUIRE(!ckpt.empty() && !int8.empty());
+  for (const char* qconfig : {"int8_default", "int8_lsq"}) {
+    const Result bad =
+        run(base + " --mode qat --qconfig " + qconfig + " --lr 1e308 --save " + path("m.ckpt"));
+    BOOST_TEST(bad.status == 2, qconfig);
+    BOOST_TEST(bad.err.find("mlp_qat: error: divergence at step 1: ") != std::string::npos, bad.err);
+    BOOST_TEST(bad.err.find("'" + path("m.ckpt") + "' is left as it was") != std::string::npos, bad.err);
+    BOOST_TEST(bytes(path("m.ckpt")) == ckpt, qconfig);
+    BOOST_TEST(bytes(path("m.ckpt.int8")) == int8, qconfig);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -12,6 +12,7 @@
 #include "framework/nn/nn.h"
 #include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
+#include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/finite.h"
 #include "framework/tensor/random.h"
@@ -175,10 +176,13 @@ BOOST_AUTO_TEST_CASE(nan_parameter_after_the_step_names_it_and_the_lr) {
 BOOST_AUTO_TEST_CASE(huge_learning_rate_stops_at_step_1) {
   auto model = net();
   SGD opt(model->named_parameters(), {.lr = 1e308});
+  CosineAnnealingLR schedule(opt, 3);  // (1 + cos) / 2 before the product: no overflow to inf
+  BOOST_TEST(opt.lr() == 1e308);
   DivergenceGuard guard(*model, opt);
   const std::string e = error_of<DivergenceError>([&] { step(*model, opt, guard, batch()); });
   BOOST_TEST(e.rfind("divergence at step 1: fc.weight[0, 0] = ", 0) == 0, e);
   BOOST_TEST(e.find("after the optimizer step") != std::string::npos, e);
+  BOOST_TEST(e.find("lr 1e+308)") != std::string::npos, e);
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_names_the_batch_index) {
