@@ -338,9 +338,9 @@ int run_program(Options o, const ModelFactory& factory) {
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
   if (const std::int64_t clamps = quant::learnable_range_clamps(*model))
-    std::cerr << "warning: " << clamps
-              << " learned scale / amax values were clamped up to 1.19e-07 in training (see the first "
-                 "warning above)\n";
+    std::cerr << "warning: learned LSQ scales / PACT amax were clamped up to 1.19e-07 " << clamps
+              << " times in training (the first clamp of each quantizer is reported above); lower the "
+                 "learning rate\n";
   if (sum.epochs_run == 0) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     if (!o.save.empty())

@@ -232,6 +232,13 @@ BOOST_AUTO_TEST_CASE(divergence_exits_2_keeping_the_last_checkpoint) {
     BOOST_TEST(bytes(path("m.ckpt")) == ckpt, qconfig);
     BOOST_TEST(bytes(path("m.ckpt.int8")) == int8, qconfig);
   }
+  // resumed after epoch 1 (2 steps of 64): the step count goes on
+  const Result resumed = run(std::string(QAT_MLP_QAT) + data + " --train-limit 128 --epochs 2 --lr 1e308 --resume " +
+                             path("m.ckpt") + " --save " + path("m.ckpt"));
+  BOOST_TEST(resumed.status == 2);
+  BOOST_TEST(resumed.err.find("mlp_qat: error: divergence at step 3: ") != std::string::npos, resumed.err);
+  BOOST_TEST(bytes(path("m.ckpt")) == ckpt);
+  BOOST_TEST(bytes(path("m.ckpt.int8")) == int8);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
