@@ -110,10 +110,11 @@ int main(int argc, char** argv) {
   volatile std::int64_t sink = 0;
   const double scan = seconds_per_call([&] { sink = sink + detail::find_nonfinite(params).count; });
   const double copy = bench::memcpy_seconds(params.nbytes());
-  std::printf("\nfinite scan of %lld floats: %.1f us, %.1f GB/s read; memcpy of the bytes %.1f us (scan/copy "
-              "%.2f)\n",
-              static_cast<long long>(params.numel()), scan * 1e6, params.nbytes() / scan / 1e9, copy * 1e6,
-              scan / copy);
+  std::printf(
+      "\nfinite scan of %lld floats: %.1f us, %.1f GB/s read; memcpy of the bytes %.1f us (scan/copy "
+      "%.2f)\n",
+      static_cast<long long>(params.numel()), scan * 1e6, params.nbytes() / scan / 1e9, copy * 1e6,
+      scan / copy);
 
   // What the LSQ / PACT quantizers scan per training step after the warm-up: their inputs (the
   // batch, fc1-3 weights and outputs), the refusal of NaN / inf in training.
@@ -124,12 +125,13 @@ int main(int argc, char** argv) {
   const double lsq = seconds_per_call([&] {
     for (const Tensor& t : ts) sink = sink + detail::find_nonfinite(t).count;
   });
-  std::printf("LSQ / PACT input scans per step (7 tensors, %lld floats): %.1f us\n",
-              [&] {
-                long long n = 0;
-                for (const Tensor& t : ts) n += t.numel();
-                return n;
-              }(),
-              lsq * 1e6);
+  std::printf(
+      "LSQ / PACT input scans per step (7 tensors, %lld floats): %.1f us\n",
+      [&] {
+        long long n = 0;
+        for (const Tensor& t : ts) n += t.numel();
+        return n;
+      }(),
+      lsq * 1e6);
   return 0;
 }

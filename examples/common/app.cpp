@@ -331,8 +331,8 @@ int run_program(Options o, const ModelFactory& factory) {
     if (schedule) schedule->step();
     if (!o.save.empty()) {
       save_bytes = save_training(o, factory, *model, prepared, *optimizer, loader, epoch, global_step);
-      guard.set_note("the last checkpoint is kept ('" + o.save + "' after epoch " + std::to_string(epoch) +
-                     ")");
+      guard.set_note("the last checkpoint is kept ('" + o.save + "' after epoch " +
+                     std::to_string(epoch) + ")");
     }
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));

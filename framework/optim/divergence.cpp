@@ -30,7 +30,8 @@ std::vector<std::pair<std::string, nn::ModulePtr>> stateful_modules(nn::Module& 
   while (!stack.empty()) {
     auto [name, m] = std::move(stack.back());
     stack.pop_back();
-    if (!m->named_parameters(false).empty() || !m->named_buffers(false).empty()) out.emplace_back(name, m);
+    if (!m->named_parameters(false).empty() || !m->named_buffers(false).empty())
+      out.emplace_back(name, m);
     const nn::NamedModules& children = m->named_children();
     for (auto it = children.rbegin(); it != children.rend(); ++it)  // depth first, in order
       stack.emplace_back(name.empty() ? it->first : name + "." + it->first, it->second);
@@ -68,8 +69,8 @@ void DivergenceGuard::set_step(std::int64_t step) {
 void DivergenceGuard::fail(DivergenceError::Kind kind, const std::string& tensor,
                            const std::string& what) const {
   std::string msg = concat("divergence at step ", step_, ": ", what);
-  const bool sparse = kind == DivergenceError::Kind::Gradient || kind == DivergenceError::Kind::Parameter ||
-                      kind == DivergenceError::Kind::State;
+  const bool sparse = kind == DivergenceError::Kind::Gradient ||
+                      kind == DivergenceError::Kind::Parameter || kind == DivergenceError::Kind::State;
   if (sparse && options_.every > 1)
     msg += concat(" (checked every ", options_.every, " steps: it began after step ",
                   step_ - options_.every, ")");
@@ -119,7 +120,8 @@ void DivergenceGuard::end_step() {
     const qat::detail::NonFinite bad = qat::detail::find_nonfinite(p);
     if (bad.count == 0) continue;
     const std::string lr = optimizer_ != nullptr ? concat("; lr ", optimizer_->lr()) : "";
-    fail(DivergenceError::Kind::Parameter, name, describe(name, p, bad, " after the optimizer step", lr));
+    fail(DivergenceError::Kind::Parameter, name,
+         describe(name, p, bad, " after the optimizer step", lr));
   }
   for (const auto& [name, m] : stateful_) {
     problems_.clear();

@@ -26,10 +26,10 @@ std::string who(const Quantizer& q) {
 std::string nonfinite(const Quantizer& q, const Tensor& t, const char* name, const char* why) {
   const qat::detail::NonFinite bad = qat::detail::find_nonfinite(t);
   if (bad.count == 0) return "";
-  return concat(who(q), ": ", name, qat::detail::index_text(t.shape(), bad.first), " = ",
-                nn::check::value_text(bad.value),
-                t.numel() > 1 ? concat(" (", bad.count, " of ", t.numel(), " values are not finite)") : "",
-                why);
+  return concat(
+      who(q), ": ", name, qat::detail::index_text(t.shape(), bad.first), " = ",
+      nn::check::value_text(bad.value),
+      t.numel() > 1 ? concat(" (", bad.count, " of ", t.numel(), " values are not finite)") : "", why);
 }
 
 // A learned range value that is NaN / inf cannot be clamped back into meaning and would reach a
@@ -65,8 +65,7 @@ void clamp_up_to_eps(const Quantizer& q, const Tensor& t, const char* what, std:
   if (count == 0)
     std::cerr << "warning: " << what << " of '" << (q.label().empty() ? q.type_name() : q.label())
               << (first_value <= 0 ? "' went non-positive (" : "' fell below the minimum (")
-              << first_value << " at index " << first << ") and is clamped to "
-              << kScaleEps
+              << first_value << " at index " << first << ") and is clamped to " << kScaleEps
               << "; lower the learning rate (further clamps of this quantizer are counted, not "
                  "reported)\n";
   count += n;
@@ -160,9 +159,10 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
     require_finite(*this, zero_point_, "zero_point");
     clamp_up_to_eps(*this, scale_, "LSQ scale", scale_clamps_);  // keep it positive, as PyTorch
     if (is_training() && fake_quant_enabled())
-      refuse_nonfinite_input(*this, x,
-                             " in training (NaN / inf data or activations, which quantize to quant_min / "
-                             "quant_max and would hide from the loss)");
+      refuse_nonfinite_input(
+          *this, x,
+          " in training (NaN / inf data or activations, which quantize to quant_min / "
+          "quant_max and would hide from the loss)");
   }
   // The phase lives in the buffers (checkpointed); requires_grad follows it.
   scale_.requires_grad_(learning_enabled());

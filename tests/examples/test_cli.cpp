@@ -215,8 +215,9 @@ BOOST_AUTO_TEST_CASE(divergence_exits_2_keeping_the_last_checkpoint) {
   const Result fp32 = run(base + " --lr 1e308");
   BOOST_TEST(fp32.status == 2);
   BOOST_TEST(fp32.out.empty(), fp32.out);
-  BOOST_TEST(fp32.err.find("mlp_qat: error: divergence at step 1: fc1.weight[0, 0] = ") != std::string::npos,
-             fp32.err);
+  BOOST_TEST(
+      fp32.err.find("mlp_qat: error: divergence at step 1: fc1.weight[0, 0] = ") != std::string::npos,
+      fp32.err);
   BOOST_TEST(fp32.err.find("after the optimizer step") != std::string::npos, fp32.err);
 
   const Result good = run(base + " --mode qat --save " + path("m.ckpt"));
@@ -233,10 +234,12 @@ BOOST_AUTO_TEST_CASE(divergence_exits_2_keeping_the_last_checkpoint) {
     BOOST_TEST(bytes(path("m.ckpt.int8")) == int8, qconfig);
   }
   // resumed after epoch 1 (2 steps of 64): the step count goes on
-  const Result resumed = run(std::string(QAT_MLP_QAT) + data + " --train-limit 128 --epochs 2 --lr 1e308 --resume " +
-                             path("m.ckpt") + " --save " + path("m.ckpt"));
+  const Result resumed =
+      run(std::string(QAT_MLP_QAT) + data + " --train-limit 128 --epochs 2 --lr 1e308 --resume " +
+          path("m.ckpt") + " --save " + path("m.ckpt"));
   BOOST_TEST(resumed.status == 2);
-  BOOST_TEST(resumed.err.find("mlp_qat: error: divergence at step 3: ") != std::string::npos, resumed.err);
+  BOOST_TEST(resumed.err.find("mlp_qat: error: divergence at step 3: ") != std::string::npos,
+             resumed.err);
   BOOST_TEST(bytes(path("m.ckpt")) == ckpt);
   BOOST_TEST(bytes(path("m.ckpt.int8")) == int8);
 }

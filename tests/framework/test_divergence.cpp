@@ -1,7 +1,7 @@
 // DivergenceGuard: a non-finite input, loss, gradient or parameter, or a state that check_state
 // rejects, throws DivergenceError naming the tensor, index, value and step; the finite scan.
-#include <boost/test/unit_test.hpp>
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -113,8 +113,9 @@ BOOST_AUTO_TEST_CASE(nan_loss_names_the_step_and_the_last_finite_loss) {
     BOOST_TEST(e.step() == 2);
     BOOST_TEST((e.kind() == DivergenceError::Kind::Loss));
     BOOST_TEST(e.tensor() == "loss");
-    BOOST_TEST(std::string(e.what()) == "divergence at step 2: the loss is nan (the last finite loss was " +
-                                            nn::check::value_text(first) + " at step 1)");
+    BOOST_TEST(std::string(e.what()) ==
+               "divergence at step 2: the loss is nan (the last finite loss was " +
+                   nn::check::value_text(first) + " at step 1)");
   }
   // a DivergenceError is a qat::Error
   BOOST_TEST(error_of([&] { guard.check_loss(Tensor::scalar(-kInf)); }).find("the loss is -inf") !=
@@ -127,7 +128,8 @@ BOOST_AUTO_TEST_CASE(inf_gradient_names_the_parameter_and_index) {
   DivergenceGuard guard(*model, opt, {.first_step = 41});
   step(*model, opt, guard, batch());
   opt.zero_grad();
-  Tensor loss = cross_entropy(model->forward(batch()), Tensor::from_vector<std::int64_t>({1, 0}, Shape{2}));
+  Tensor loss =
+      cross_entropy(model->forward(batch()), Tensor::from_vector<std::int64_t>({1, 0}, Shape{2}));
   guard.check_loss(loss);
   loss.backward();
   BOOST_CHECK_NO_THROW(guard.check_gradients());
@@ -141,8 +143,9 @@ BOOST_AUTO_TEST_CASE(inf_gradient_names_the_parameter_and_index) {
     BOOST_TEST(e.step() == 42);
     BOOST_TEST((e.kind() == DivergenceError::Kind::Gradient));
     BOOST_TEST(e.tensor() == "fc.weight");
-    BOOST_TEST(std::string(e.what()) ==
-               "divergence at step 42: gradient of fc.weight[1, 2] = inf (2 of 12 values are not finite)");
+    BOOST_TEST(
+        std::string(e.what()) ==
+        "divergence at step 42: gradient of fc.weight[1, 2] = inf (2 of 12 values are not finite)");
   }
   // the optimizer was not stepped: the weights are still finite
   BOOST_TEST(detail::find_nonfinite(model->submodule("fc")->parameter("weight")).count == 0);
@@ -218,9 +221,10 @@ BOOST_AUTO_TEST_CASE(module_state_problems_name_the_module_and_the_note) {
   } catch (const DivergenceError& e) {
     BOOST_TEST((e.kind() == DivergenceError::Kind::State));
     BOOST_TEST(e.tensor() == "block.lv");
-    BOOST_TEST(std::string(e.what()) ==
-               "divergence at step 2: block.lv.level[2] = -1: not a level in [0, 1e+30] (1 of 3 values); "
-               "the last checkpoint is kept");
+    BOOST_TEST(
+        std::string(e.what()) ==
+        "divergence at step 2: block.lv.level[2] = -1: not a level in [0, 1e+30] (1 of 3 values); "
+        "the last checkpoint is kept");
   }
   // check_state off: only finiteness
   DivergenceGuard lax(*model, opt, {.check_state = false});
@@ -238,7 +242,9 @@ BOOST_AUTO_TEST_CASE(checks_every_n_steps) {
   BOOST_CHECK_NO_THROW(guard.end_step());  // step 1: unchecked
   BOOST_CHECK_NO_THROW(guard.end_step());  // step 2
   BOOST_TEST(guard.checks_this_step());
-  BOOST_TEST(error_of([&] { guard.check_loss(Tensor::scalar(kNaN)); }).rfind("divergence at step 3: the loss is nan", 0) == 0);
+  BOOST_TEST(error_of([&] {
+               guard.check_loss(Tensor::scalar(kNaN));
+             }).rfind("divergence at step 3: the loss is nan", 0) == 0);
   BOOST_TEST(error_of([&] { guard.end_step(); }) ==
              "divergence at step 3: fc.bias[0] = nan after the optimizer step (1 of 3 values are not "
              "finite; lr 0.1) (checked every 3 steps: it began after step 0)");
@@ -279,7 +285,8 @@ BOOST_AUTO_TEST_CASE(options_are_checked) {
   BOOST_TEST(error_of([&] { DivergenceGuard(*model, {.first_step = 0}); }) ==
              "DivergenceGuard: first_step must be >= 1, got 0");
   DivergenceGuard guard(*model);
-  BOOST_TEST(error_of([&] { guard.set_step(-5); }) == "DivergenceGuard::set_step: step must be >= 1, got -5");
+  BOOST_TEST(error_of([&] { guard.set_step(-5); }) ==
+             "DivergenceGuard::set_step: step must be >= 1, got -5");
   guard.set_step(100);
   BOOST_TEST(guard.step() == 100);
 }

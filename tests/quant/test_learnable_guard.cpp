@@ -42,8 +42,8 @@ std::int64_t count(const std::string& s, const std::string& what) {
 
 // A per-channel LSQ weight quantizer (4 channels) after its warm-up batch, in training.
 std::unique_ptr<LearnableFakeQuantize> lsq_after_warmup(const QuantSpec& spec) {
-  auto q = std::make_unique<LearnableFakeQuantize>(spec, std::make_shared<MinMaxObserver>(spec, Shape{4}),
-                                                   Shape{4});
+  auto q = std::make_unique<LearnableFakeQuantize>(
+      spec, std::make_shared<MinMaxObserver>(spec, Shape{4}), Shape{4});
   q->set_label("fc1.weight_fake_quant");
   Generator gen(5);
   q->forward(Tensor::uniform(Shape{4, 6}, -1, 1, gen));
@@ -53,11 +53,12 @@ std::unique_ptr<LearnableFakeQuantize> lsq_after_warmup(const QuantSpec& spec) {
 
 std::shared_ptr<nn::Sequential> mlp(const char* preset) {
   manual_seed(21);
-  auto m = std::make_shared<nn::Sequential>(nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
-                                                             {"fc1", std::make_shared<nn::Linear>(8, 16)},
-                                                             {"relu1", std::make_shared<nn::ReLU>()},
-                                                             {"fc2", std::make_shared<nn::Linear>(16, 4)},
-                                                             {"dequant", std::make_shared<DeQuantStub>()}});
+  auto m =
+      std::make_shared<nn::Sequential>(nn::NamedModules{{"quant", std::make_shared<QuantStub>()},
+                                                        {"fc1", std::make_shared<nn::Linear>(8, 16)},
+                                                        {"relu1", std::make_shared<nn::ReLU>()},
+                                                        {"fc2", std::make_shared<nn::Linear>(16, 4)},
+                                                        {"dequant", std::make_shared<DeQuantStub>()}});
   QConfigRegistry reg;
   reg.set_global(preset);
   prepare_qat(*m, reg);
@@ -81,10 +82,11 @@ BOOST_AUTO_TEST_CASE(lsq_scale_clamp_warns_once_naming_the_quantizer_and_counts)
     q->forward(w);
     first = cerr.text();
   }
-  BOOST_TEST(first ==
-             "warning: LSQ scale of 'fc1.weight_fake_quant' went non-positive (-0.003 at index 2) and is "
-             "clamped to 1.19209e-07; lower the learning rate (further clamps of this quantizer are "
-             "counted, not reported)\n");
+  BOOST_TEST(
+      first ==
+      "warning: LSQ scale of 'fc1.weight_fake_quant' went non-positive (-0.003 at index 2) and is "
+      "clamped to 1.19209e-07; lower the learning rate (further clamps of this quantizer are "
+      "counted, not reported)\n");
   BOOST_TEST(q->scale().data<float>()[2] == kScaleEps);
   BOOST_TEST(q->scale_clamps() == 1);
   q->scale().data<float>()[0] = -1;
@@ -102,9 +104,10 @@ BOOST_AUTO_TEST_CASE(lsq_scale_clamp_warns_once_naming_the_quantizer_and_counts)
   other->scale().data<float>()[1] = 1e-9f;
   CerrCapture cerr;
   other->forward(w);
-  BOOST_TEST(cerr.text().find("warning: LSQ scale of 'fc2.weight_fake_quant' fell below the minimum (1e-09 "
-                              "at index 1) and is clamped to 1.19209e-07") == 0,
-             cerr.text());
+  BOOST_TEST(
+      cerr.text().find("warning: LSQ scale of 'fc2.weight_fake_quant' fell below the minimum (1e-09 "
+                       "at index 1) and is clamped to 1.19209e-07") == 0,
+      cerr.text());
 }
 
 BOOST_AUTO_TEST_CASE(model_total_of_clamps) {
@@ -120,8 +123,9 @@ BOOST_AUTO_TEST_CASE(model_total_of_clamps) {
   fc1->scale().data<float>()[5] = -0.5f;
   CerrCapture cerr;
   m->forward(x);
-  BOOST_TEST(count(cerr.text(), "warning: LSQ scale of 'fc1.weight_fake_quant' went non-positive (-0.5 at "
-                                "index 0)") == 1,
+  BOOST_TEST(count(cerr.text(),
+                   "warning: LSQ scale of 'fc1.weight_fake_quant' went non-positive (-0.5 at "
+                   "index 0)") == 1,
              cerr.text());
   BOOST_TEST(learnable_range_clamps(*m) == 2);
 }
@@ -150,16 +154,17 @@ BOOST_AUTO_TEST_CASE(lsq_nan_scale_or_zero_point_is_refused_naming_the_quantizer
   LearnableFakeQuantize bare(spec, std::make_shared<MinMaxObserver>(spec));
   bare.forward(x);
   bare.scale().fill_(kInf);
-  BOOST_TEST(error_of([&] { bare.forward(x); }).rfind("LearnableFakeQuantize: scale[0] = inf: ", 0) == 0);
+  BOOST_TEST(error_of([&] { bare.forward(x); }).rfind("LearnableFakeQuantize: scale[0] = inf: ", 0) ==
+             0);
   // the functional ops: a non-finite zero point would reach a float -> int cast
   const Tensor s = test::vec({0.1f}), z = test::vec({kNaN});
   BOOST_TEST(error_of([&] { fake_quantize_learnable_per_tensor_affine(x, s, z, 0, 255, 1.0); }) ==
              "fake_quantize_learnable_per_tensor_affine: zero_point must be finite, got nan at index 0");
   const Tensor s2 = test::vec({0.1f, 0.2f}), z2 = test::vec({0, kInf});
-  BOOST_TEST(error_of([&] {
-               fake_quantize_learnable_per_channel_affine(x.view_as_shape(Shape{2, 8}), s2, z2, 0, 0, 255,
-                                                          1.0);
-             }) == "fake_quantize_learnable_per_channel_affine: zero_point must be finite, got inf at index 1");
+  BOOST_TEST(
+      error_of([&] {
+        fake_quantize_learnable_per_channel_affine(x.view_as_shape(Shape{2, 8}), s2, z2, 0, 0, 255, 1.0);
+      }) == "fake_quantize_learnable_per_channel_affine: zero_point must be finite, got inf at index 1");
 }
 
 BOOST_AUTO_TEST_CASE(pact_amax_nan_is_refused_and_clamps_warn) {
@@ -173,9 +178,10 @@ BOOST_AUTO_TEST_CASE(pact_amax_nan_is_refused_and_clamps_warn) {
   {
     CerrCapture cerr;
     pact.forward(x);
-    BOOST_TEST(cerr.text().find("warning: PACT amax of 'relu1.activation_fake_quant' went non-positive (-2 at "
-                                "index 0)") == 0,
-               cerr.text());
+    BOOST_TEST(
+        cerr.text().find("warning: PACT amax of 'relu1.activation_fake_quant' went non-positive (-2 at "
+                         "index 0)") == 0,
+        cerr.text());
   }
   BOOST_TEST(pact.amax_clamps() == 1);
   pact.amax().fill_(kNaN);
@@ -196,10 +202,11 @@ BOOST_AUTO_TEST_CASE(nonfinite_training_input_after_warmup_is_refused) {
   q.forward(Tensor::uniform(Shape{2, 8}, -1, 1, gen));
   Tensor x = Tensor::uniform(Shape{2, 8}, -1, 1, gen);
   x.data<float>()[11] = kNaN;
-  BOOST_TEST(error_of([&] { q.forward(x); }) ==
-             "LearnableFakeQuantize 'quant.activation_fake_quant': input[1, 3] = nan (1 of 16 values are "
-             "not finite) in training (NaN / inf data or activations, which quantize to quant_min / "
-             "quant_max and would hide from the loss)");
+  BOOST_TEST(
+      error_of([&] { q.forward(x); }) ==
+      "LearnableFakeQuantize 'quant.activation_fake_quant': input[1, 3] = nan (1 of 16 values are "
+      "not finite) in training (NaN / inf data or activations, which quantize to quant_min / "
+      "quant_max and would hide from the loss)");
   q.eval();
   BOOST_TEST(std::isfinite(q.forward(x).data<float>()[11]));  // quant_min, as PyTorch
   QuantSpec sym = spec;
@@ -207,7 +214,8 @@ BOOST_AUTO_TEST_CASE(nonfinite_training_input_after_warmup_is_refused) {
   LearnableAmaxFakeQuantize pact(sym, std::make_shared<MinMaxObserver>(sym));
   pact.forward(Tensor::uniform(Shape{2, 8}, 0, 1, gen));
   x.data<float>()[11] = kInf;
-  BOOST_TEST(error_of([&] { pact.forward(x); }).rfind("LearnableAmaxFakeQuantize: input[1, 3] = inf", 0) == 0);
+  BOOST_TEST(
+      error_of([&] { pact.forward(x); }).rfind("LearnableAmaxFakeQuantize: input[1, 3] = inf", 0) == 0);
 }
 
 // NaN in a data batch after the warm-up under LSQ / PACT: the guard names it and the step before
@@ -239,8 +247,9 @@ BOOST_AUTO_TEST_CASE(nan_data_after_warmup_stops_training_under_the_guard) {
         BOOST_FAIL("no error");
       } catch (const optim::DivergenceError& e) {
         BOOST_TEST(e.step() == 4);
-        BOOST_TEST(std::string(e.what()) ==
-                   "divergence at step 4: input[2, 5] = nan in the data (1 of 64 values are not finite)");
+        BOOST_TEST(
+            std::string(e.what()) ==
+            "divergence at step 4: input[2, 5] = nan in the data (1 of 64 values are not finite)");
       }
       // a loop without check_input: the QuantStub's quantizer refuses the batch, through the guard
       try {
@@ -249,12 +258,14 @@ BOOST_AUTO_TEST_CASE(nan_data_after_warmup_stops_training_under_the_guard) {
       } catch (const optim::DivergenceError& e) {
         BOOST_TEST((e.kind() == optim::DivergenceError::Kind::Forward));
         BOOST_TEST(e.tensor() == "quant.activation_post_process");
-        const std::string type = preset == std::string("int8_lsq") ? "LearnableFakeQuantize" : "LearnableAmaxFakeQuantize";
-        BOOST_TEST(std::string(e.what()).rfind("divergence at step 4: " + type +
-                                                   " 'quant.activation_post_process': input[2, 5] = nan (1 "
-                                                   "of 64 values are not finite) in training",
-                                               0) == 0,
-                   e.what());
+        const std::string type =
+            preset == std::string("int8_lsq") ? "LearnableFakeQuantize" : "LearnableAmaxFakeQuantize";
+        BOOST_TEST(
+            std::string(e.what()).rfind("divergence at step 4: " + type +
+                                            " 'quant.activation_post_process': input[2, 5] = nan (1 "
+                                            "of 64 values are not finite) in training",
+                                        0) == 0,
+            e.what());
       }
     }
   }
