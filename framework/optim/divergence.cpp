@@ -42,16 +42,28 @@ std::vector<std::pair<std::string, nn::ModulePtr>> stateful_modules(nn::Module& 
 }  // namespace
 
 DivergenceGuard::DivergenceGuard(nn::Module& model, const Options& options)
-    : model_(model), options_(options), params_(model.named_parameters()), step_(options.first_step) {
+    : options_(options), params_(model.named_parameters()), step_(options.first_step) {
   QAT_REQUIRE(options.every >= 1, "DivergenceGuard", "every must be >= 1, got ", options.every);
   QAT_REQUIRE(options.first_step >= 1, "DivergenceGuard", "first_step must be >= 1, got ",
               options.first_step);
-  if (options_.check_state) stateful_ = stateful_modules(model_);
+  if (options_.check_state) stateful_ = stateful_modules(model);
   prev_ = t_current;
   t_current = this;
 }
 
-DivergenceGuard::~DivergenceGuard() { t_current = prev_; }
+// Guards usually die in reverse order; one that dies out of order is unlinked from the chain, so
+// current() never returns a dead guard.
+DivergenceGuard::~DivergenceGuard() {
+  if (t_current == this) {
+    t_current = prev_;
+    return;
+  }
+  for (DivergenceGuard* g = t_current; g != nullptr; g = g->prev_)
+    if (g->prev_ == this) {
+      g->prev_ = prev_;
+      return;
+    }
+}
 
 DivergenceGuard* DivergenceGuard::current() { return t_current; }
 

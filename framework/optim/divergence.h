@@ -53,7 +53,7 @@ class DivergenceError : public Error {
 /// steps after it began. The guard keeps handles to the parameters and modules it was built on:
 /// build it after prepare_qat, and anew after anything that replaces modules (convert).
 ///
-/// While a guard is alive it is current() on its thread (the innermost one): modules that find
+/// While a guard is alive it is current() on its thread (the newest one): modules that find
 /// a divergence inside the forward report it through it with the step (learnable quantizers
 /// refusing NaN / inf training input, which they would otherwise quantize out of sight).
 class DivergenceGuard {
@@ -75,7 +75,7 @@ class DivergenceGuard {
   DivergenceGuard(const DivergenceGuard&) = delete;
   DivergenceGuard& operator=(const DivergenceGuard&) = delete;
 
-  /// The guard alive on this thread (the innermost), or null.
+  /// The guard alive on this thread (the newest), or null.
   static DivergenceGuard* current();
 
   /// Optional, before the forward: every value of an input batch is finite (`name` in the message).
@@ -107,7 +107,6 @@ class DivergenceGuard {
  private:
   DivergenceGuard* prev_;  // current() before this one
 
-  nn::Module& model_;
   const Optimizer* optimizer_ = nullptr;
   Options options_;
   NamedTensors params_;

@@ -276,6 +276,13 @@ BOOST_AUTO_TEST_CASE(current_guard_follows_scopes) {
     }
   }
   BOOST_TEST(DivergenceGuard::current() == nullptr);
+  // out of order: the older one dies first
+  auto a = std::make_unique<DivergenceGuard>(*model);
+  auto b = std::make_unique<DivergenceGuard>(*model);
+  a.reset();
+  BOOST_TEST(DivergenceGuard::current() == b.get());
+  b.reset();
+  BOOST_TEST(DivergenceGuard::current() == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(options_are_checked) {
