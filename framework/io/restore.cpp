@@ -65,7 +65,8 @@ std::vector<std::string> value_problems(nn::Module& model, const Checkpoint& ckp
                                         const std::unordered_map<std::string, const Tensor*>& incoming,
                                         const LoadOptions& options) {
   std::vector<std::string> out;
-  for (auto& [prefix, m] : model.named_modules()) {
+  for (auto& [module_name, m] : model.named_modules()) {
+    const std::string& prefix = module_name;  // (a lambda cannot capture a structured binding)
     nn::Module::StateView view;
     std::vector<std::string> local;
     auto add = [&](const NamedTensors& own, bool parameters) {

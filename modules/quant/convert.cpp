@@ -7,6 +7,7 @@
 
 #include "framework/nn/basic.h"
 #include "framework/nn/sequential.h"
+#include "framework/tensor/finite.h"
 #include "modules/quant/detail/convert.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantized_layers.h"
@@ -79,16 +80,32 @@ QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer
   return out;
 }
 
-// bias_q = round(b / (s_in s_w[o])) in int32 (saturating)
-Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in) {
+// bias_q = round(b / (s_in s_w[o])) in int32, refused beyond the accumulator's room for K
+// products (QuantizedWeightLayer::check_state): such a bias dwarfs every product (a diverged model).
+Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::int64_t K,
+                     const std::string& who) {
   if (!b.defined()) return Tensor();
+  const double room = 2147483647.0 - 2.0 * 255 * 128 * static_cast<double>(K);
   Tensor q = Tensor::empty(b.shape(), DType::Int32);
   for (std::int64_t o = 0; o < b.numel(); ++o) {
     const double v =
         std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
-    q.data<std::int32_t>()[o] = static_cast<std::int32_t>(std::clamp(v, -2147483648.0, 2147483647.0));
+    QAT_REQUIRE(std::fabs(v) <= room, "convert", "layer '", who, "': bias[", o, "] = ", b.data<float>()[o],
+                " is ", v, " accumulator units (s_in ", s_in, " x s_w ", w_scale.data<float>()[o],
+                "), beyond the int32 room of ", room, " for ", K, " products (a diverged model?)");
+    q.data<std::int32_t>()[o] = static_cast<std::int32_t>(v);
   }
   return q;
+}
+
+// NaN / inf would reach float -> int casts: refused, naming the layer, the tensor and the value.
+void require_finite(const Tensor& t, const std::string& who, const char* what) {
+  if (!t.defined()) return;
+  const ::qat::detail::NonFinite nf = ::qat::detail::find_nonfinite(t);
+  QAT_REQUIRE(nf.count == 0, "convert", "layer '", who, "': ", what,
+              ::qat::detail::index_text(t.shape(), nf.first), " = ", nf.value, " is not finite (",
+              nf.count, " of ", t.numel(), " values; the model diverged? optim/divergence.h stops "
+              "training at the first such step)");
 }
 
 // W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
@@ -113,8 +130,11 @@ std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer,
                                                             const std::string& full) {
   const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
   const Folded f = cb ? fold(*cb) : Folded{layer.weight(), layer.bias()};
+  require_finite(f.weight, full, cb ? "weight folded with batch norm" : "weight");
+  require_finite(f.bias, full, cb ? "bias folded with batch norm" : "bias");
   const QuantizedWeight w = quantize_weight(f.weight, layer.weight_fake_quant(), full);
-  const Tensor bias = quantize_bias(f.bias, w.scale, in.quant.scale);
+  const Tensor bias =
+      quantize_bias(f.bias, w.scale, in.quant.scale, f.weight.numel() / f.weight.size(0), full);
   const ActivationQuant out = activation_quant(layer.activation_fake_quant(), full);
   if (dynamic_cast<const QuantLinear*>(&layer))
     return {std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu()),

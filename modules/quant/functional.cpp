@@ -90,6 +90,11 @@ QuantizedFunctional::QuantizedFunctional(std::string type_name, const Activation
   output_range_ = register_buffer("output_range", detail::range_of(output, this->type_name().c_str()));
   scale_ = register_buffer("scale", detail::scalar_f(static_cast<float>(output.quant.scale)));
   zero_point_ = register_buffer("zero_point", detail::scalar_i(output.quant.zero_point));
+  detail::require_valid_state(*this);
+}
+
+void QuantizedFunctional::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  detail::check_output_state(state, problems);
 }
 
 QuantInfo QuantizedFunctional::output_quant() const {

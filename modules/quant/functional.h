@@ -120,6 +120,8 @@ class QuantizedFunctional : public Functional {
   /// The output quantization with its clamp range.
   ActivationQuant output() const;
   std::string extra_repr() const override;
+  /// scale in [kMinScale, kMaxScale], 0 <= lo <= zero_point <= hi <= 255.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  protected:
   QuantizedFunctional(std::string type_name, const ActivationQuant& output);

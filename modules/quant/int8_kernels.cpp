@@ -18,6 +18,8 @@
 namespace qat::quant::int8 {
 
 Multiplier quantize_multiplier(double real) {
+  QAT_REQUIRE(std::isfinite(real) && real >= 0, "int8::quantize_multiplier",
+              "the requantization multiplier must be finite and >= 0, got ", real);
   if (real == 0.0) return {0, 0};
   int shift = 0;
   const double q = std::frexp(real, &shift);  // real = q 2^shift, q in [0.5, 1)

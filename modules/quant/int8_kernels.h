@@ -8,7 +8,8 @@
 
 namespace qat::quant::int8 {
 
-/// real = m0 * 2^(shift - 31) with m0 in [2^30, 2^31) (TFLite's QuantizeMultiplier).
+/// real = m0 * 2^(shift - 31) with m0 in [2^30, 2^31) (TFLite's QuantizeMultiplier); {0, 0} for
+/// real < 2^-32. Throws for a negative or non-finite real.
 struct Multiplier {
   std::int32_t m0 = 0;
   int shift = 0;

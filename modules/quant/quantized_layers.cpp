@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/nn/state_check.h"
 #include "framework/tensor/parallel.h"
 #include "modules/quant/detail/output_quant.h"
 #include "modules/quant/int8_kernels.h"
@@ -13,6 +14,36 @@
 #include "modules/quant/kernels/cpu/int8_ops.h"
 
 namespace qat::quant {
+
+// ---- state checks shared by the int8 modules (detail/output_quant.h) --------------------------
+
+void detail::check_input_state(const nn::Module::StateView& state, const std::string& scale,
+                               const std::string& zero_point, std::vector<std::string>& problems) {
+  nn::check::scale(problems, state, scale);
+  nn::check::in_range(problems, state, zero_point, 0, 255, "a uint8 zero point");
+}
+
+void detail::check_output_state(const nn::Module::StateView& state, std::vector<std::string>& problems) {
+  nn::check::scale(problems, state, "scale");
+  const Tensor* zp = nn::check::find(state, "zero_point");
+  const Tensor* range = nn::check::find(state, "output_range");
+  if (zp == nullptr || range == nullptr || zp->numel() != 1 || range->numel() != 2) return;
+  const std::int64_t z = zp->data<std::int32_t>()[0], lo = range->data<std::int32_t>()[0],
+                     hi = range->data<std::int32_t>()[1];
+  if (!(0 <= lo && lo <= z && z <= hi && hi <= 255))
+    problems.push_back(::qat::detail::concat("output_range = [", lo, ", ", hi, "], zero_point = ", z,
+                                             ": needs 0 <= lo <= zero_point <= hi <= 255"));
+}
+
+void detail::require_valid_state(const nn::Module& m) {
+  std::vector<std::string> problems;
+  m.check_current_state(problems);
+  if (problems.empty()) return;
+  std::string msg = m.type_name() + ":";
+  for (const auto& p : problems) msg += " " + p + ";";
+  msg.pop_back();
+  throw Error(msg);
+}
 
 using detail::quant_str;
 using detail::range_of;
@@ -25,6 +56,11 @@ Quantize::Quantize(const ActivationQuant& output) : nn::Module("Quantize") {
   output_range_ = register_buffer("output_range", range_of(output, "Quantize"));
   scale_ = register_buffer("scale", scalar_f(static_cast<float>(output.quant.scale)));
   zero_point_ = register_buffer("zero_point", scalar_i(output.quant.zero_point));
+  detail::require_valid_state(*this);
+}
+
+void Quantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  detail::check_output_state(state, problems);
 }
 
 QuantInfo Quantize::output_quant() const {
@@ -53,6 +89,8 @@ Tensor Dequantize::forward(const Tensor& x) {
   if (!x.is_quantized()) return x;
   require_dtype(x, DType::UInt8, "Dequantize::forward", "x");
   const QuantInfo q = x.quant_info();
+  QAT_REQUIRE(q.zero_point >= 0 && q.zero_point <= 255 && std::isfinite(q.scale), "Dequantize::forward",
+              "a uint8 input needs a zero point in [0, 255] and a finite scale, got ", quant_str(q));
   Tensor y = Tensor::empty(x.shape(), DType::Float32);
   const std::uint8_t* p = x.data<std::uint8_t>();
   float* py = y.data<float>();
@@ -83,6 +121,26 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   scale_ = register_buffer("scale", scalar_f(static_cast<float>(output.quant.scale)));
   zero_point_ = register_buffer("zero_point", scalar_i(output.quant.zero_point));
   output_range_ = register_buffer("output_range", range_of(output, type_name().c_str()));
+  detail::require_valid_state(*this);
+}
+
+// Partial sums start at bias - zx rowsum(w) and add products x w: with x, zx in [0, 255] and
+// |w| <= 128 every partial sum is within |bias| + 2 * 255 * 128 * K of zero.
+void QuantizedWeightLayer::check_state(const StateView& state, std::vector<std::string>& problems) const {
+  detail::check_output_state(state, problems);
+  detail::check_input_state(state, "input_scale", "input_zero_point", problems);
+  nn::check::scale(problems, state, "weight_scale");
+  const Tensor* w = nn::check::find(state, "weight");
+  if (w == nullptr || w->dim() < 1 || w->size(0) == 0) return;
+  const double K = static_cast<double>(w->numel() / w->size(0));
+  const double room = 2147483647.0 - 2.0 * 255 * 128 * K;
+  if (room < 0) {
+    problems.push_back(::qat::detail::concat("weight ", w->shape(), ": ", K,
+                                             " products per output overflow int32 accumulation"));
+    return;
+  }
+  nn::check::in_range(problems, state, "bias", -room, room,
+                      ::qat::detail::concat("an int32 bias for ", K, " products (|bias| + 65280 K <= 2^31 - 1)"));
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {
@@ -238,7 +296,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int64_t G = params_.groups, Og = O / G;
   QAT_REQUIRE(Cg * G == C, type_name(), "input has ", C, " channels, the weight expects ", Cg * G);
   const auto [sh, sw] = params_.stride;
-  const auto [ph, pw] = params_.padding;
+  const std::int64_t ph = params_.padding[0], pw = params_.padding[1];  // (lambdas below use them)
   const auto [dh, dw] = params_.dilation;
   const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
                      Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;

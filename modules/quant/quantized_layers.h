@@ -26,6 +26,8 @@ class Quantize : public nn::Module {
   Tensor forward(const Tensor& x) override;
   QuantInfo output_quant() const;
   std::string extra_repr() const override;
+  /// scale in [kMinScale, kMaxScale], 0 <= lo <= zero_point <= hi <= 255.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  private:
   Tensor scale_, zero_point_, output_range_;
@@ -51,6 +53,10 @@ class QuantizedWeightLayer : public nn::Module {
   const Tensor& weight() const { return weight_; }
   const Tensor& weight_scale() const { return weight_scale_; }
   const Tensor& bias() const { return bias_; }
+  /// Every value an int8 forward can use without overflow: scales (weight, input, output) in
+  /// [kMinScale, kMaxScale], zero points in [0, 255], 0 <= lo <= zero_point <= hi <= 255, and
+  /// |bias| + 2 * 255 * 128 * K <= 2^31 - 1, the int32 accumulator's bound for K products.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  protected:
   /// Checks x is uint8 quantized as expected (naming the layer), returns nothing.

@@ -1,6 +1,7 @@
-// Writes the seed corpus for fuzz_checkpoint: valid checkpoints of the fuzz model (file images)
-// and their bare payloads (the fuzzer wraps those in a valid header), in binary and XML.
-//   fuzz_make_corpus <directory>
+// Writes the seed corpora: valid checkpoints (file images) and their bare payloads (the fuzzers
+// wrap those in a valid header), in binary and XML.
+//   fuzz_make_corpus <directory>                  fuzz_checkpoint: the fuzz model, odd dtypes
+//   fuzz_make_corpus --load-forward <directory>   fuzz_load_forward: trained QAT, LSQ, int8 models
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "framework/io/io.h"
 #include "framework/optim/sgd.h"
 #include "fuzz_model.h"
+#include "io/hostile_cases.h"
 
 using namespace qat;
 
@@ -33,12 +35,21 @@ void write_both(const std::filesystem::path& dir, const std::string& stem, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: fuzz_make_corpus <directory>\n";
+  const bool load_forward = argc == 3 && std::string(argv[1]) == "--load-forward";
+  if (argc != 2 && !load_forward) {
+    std::cerr << "usage: fuzz_make_corpus [--load-forward] <directory>\n";
     return 2;
   }
-  const std::filesystem::path dir = argv[1];
+  const std::filesystem::path dir = argv[argc - 1];
   std::filesystem::create_directories(dir);
+  if (load_forward) {
+    using test::hostile::Kind;
+    write_both(dir, "qat", test::hostile::trained(Kind::Qat));
+    write_both(dir, "lsq", test::hostile::trained(Kind::Lsq));
+    write_both(dir, "int8", test::hostile::trained(Kind::Int8));
+    std::cout << "fuzz_make_corpus: wrote 12 seeds to " << dir.string() << "\n";
+    return 0;
+  }
   manual_seed(0);  // the same seeds every time
 
   const auto model = fuzz::make_model();

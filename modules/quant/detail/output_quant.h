@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "framework/tensor/tensor.h"
 #include "modules/quant/quantized_layers.h"
@@ -16,6 +17,16 @@ inline Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType:
 inline std::string quant_str(QuantInfo q) {
   return ::qat::detail::concat("scale=", q.scale, ", zero_point=", q.zero_point);
 }
+/// check_state rules of the int8 modules: the output stage ("scale" in [kMinScale, kMaxScale],
+/// "output_range" {lo, hi} with 0 <= lo <= zero_point <= hi <= 255), and an input quantization
+/// (`scale` a sane scale, `zero_point` in [0, 255]).
+void check_output_state(const nn::Module::StateView& state, std::vector<std::string>& problems);
+void check_input_state(const nn::Module::StateView& state, const std::string& scale,
+                       const std::string& zero_point, std::vector<std::string>& problems);
+/// Throws qat::Error naming the module's type and every problem its check_state finds (the
+/// constructors of the int8 modules: convert cannot build one a load would refuse).
+void require_valid_state(const nn::Module& m);
+
 /// The output_range buffer {lo, hi} of `a`, after checking scale > 0 and
 /// 0 <= lo <= zero_point <= hi <= 255 (errors name `who`).
 inline Tensor range_of(const ActivationQuant& a, const char* who) {
