@@ -3,11 +3,14 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
+#include <type_traits>
 
 #include "examples/common/progress.h"
 #include "framework/autograd/grad_mode.h"
@@ -15,6 +18,7 @@
 #include "framework/data/dataloader.h"
 #include "framework/data/idx.h"
 #include "framework/io/checkpoint.h"
+#include "framework/io/atomic_file.h"
 #include "framework/io/checkpoint_error.h"
 #include "framework/io/restore.h"
 #include "framework/optim/adam.h"
@@ -71,6 +75,11 @@ Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Bounds of the numeric options (also applied to what --resume reads).
+constexpr int kMaxThreads = qat::kMaxThreads;
+constexpr int kMaxEpochs = 1000000;
+constexpr double kMaxLr = 1e6;
 
 struct Options {
   std::string data = data::kFashionMnistDir;
@@ -151,26 +160,54 @@ std::map<std::string, std::string> describe(const Options& o, const ModelFactory
           {"rules", join(o.rules, ';')}};
 }
 
-// Adopts the architecture and quantization recorded in `ckpt`; throws CheckpointError if it was
-// written by another program or architecture.
-void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
-  auto get = [&](const char* key) {
-    auto it = ckpt.metadata.find(key);
-    if (it == ckpt.metadata.end())
-      throw io::CheckpointError(ckpt.info.source,
-                                std::string("has no '") + key + "' entry: not written by " + f.program);
-    return it->second;
-  };
-  if (get("model") != f.model)
+// The metadata entry `key` of a checkpoint written by `f.program`; throws CheckpointError naming
+// the file and the key when it is absent.
+std::string meta(const io::Checkpoint& ckpt, const ModelFactory& f, const std::string& key) {
+  const auto it = ckpt.metadata.find(key);
+  if (it == ckpt.metadata.end())
     throw io::CheckpointError(ckpt.info.source,
-                              "holds a '" + get("model") + "' model, not '" + f.model + "'");
-  const std::string arch = get("arch");
+                              "has no '" + key + "' metadata entry: not written by " + f.program);
+  return it->second;
+}
+
+// The training counter `key` of a checkpoint, which must lie in [0, max].
+std::int64_t counter(const io::Checkpoint& ckpt, const std::string& key, std::int64_t max) {
+  const auto& c = ckpt.training->counters;
+  const auto it = c.find(key);
+  if (it == c.end()) throw io::CheckpointError(ckpt.info.source, "has no '" + key + "' training counter");
+  if (it->second < 0 || it->second > max)
+    throw io::CheckpointError(ckpt.info.source, detail::concat("training counter '", key, "' = ",
+                                                               it->second, " is not in [0, ", max, "]"));
+  return it->second;
+}
+
+// Adopts the architecture and quantization recorded in `ckpt`; throws CheckpointError if it was
+// written by another program or architecture (values from the file are printed escaped).
+void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
+  const std::string model = meta(ckpt, f, "model");
+  if (model != f.model)
+    throw io::CheckpointError(ckpt.info.source,
+                              "holds a '" + detail::printable(model) + "' model, not '" + f.model + "'");
+  const std::string arch = meta(ckpt, f, "arch");
   if (std::find(f.archs.begin(), f.archs.end(), arch) == f.archs.end())
-    throw io::CheckpointError(ckpt.info.source, "holds unknown architecture '" + arch + "'");
+    throw io::CheckpointError(ckpt.info.source, "holds unknown architecture '" + detail::printable(arch) + "'");
+  const std::string kind = meta(ckpt, f, "kind");
+  if (kind != "fp32" && kind != "qat" && kind != "int8")
+    throw io::CheckpointError(ckpt.info.source, "metadata 'kind' = '" + detail::printable(kind) +
+                                                    "' is none of fp32, qat, int8");
   o.arch = arch;
-  o.mode = get("mode");
-  if (o.mode == "qat") o.qconfig = get("qconfig");
-  o.rules = split(get("rules"), ';');
+  o.mode = meta(ckpt, f, "mode");
+  if (o.mode != "fp32" && o.mode != "qat")
+    throw io::CheckpointError(ckpt.info.source,
+                              "metadata 'mode' = '" + detail::printable(o.mode) + "' is neither fp32 nor qat");
+  if (o.mode == "qat") {
+    o.qconfig = meta(ckpt, f, "qconfig");
+    const auto names = quant::QConfigRegistry().names();
+    if (std::find(names.begin(), names.end(), o.qconfig) == names.end())
+      throw io::CheckpointError(ckpt.info.source,
+                                "metadata 'qconfig' = '" + detail::printable(o.qconfig) + "' is not a QAT config");
+  }
+  o.rules = split(meta(ckpt, f, "rules"), ';');
 }
 
 // ---- training and evaluation -----------------------------------------------------------------
@@ -244,10 +281,20 @@ int run_program(Options o, const ModelFactory& factory) {
     from = io::load(o.load.empty() ? o.resume : o.load);
     adopt(o, factory, *from);
   }
-  const bool int8_file = from && from->metadata.at("kind") == "int8";
+  const bool int8_file = from && meta(*from, factory, "kind") == "int8";
   QAT_REQUIRE(!int8_file || o.resume.empty(), "--resume", "'", o.resume,
               "' is an int8 inference "
               "checkpoint; resume from the QAT checkpoint instead");
+  QAT_REQUIRE(!int8_file || o.eval_only, "--load", "'", o.load,
+              "' is an int8 inference checkpoint; add --eval-only to evaluate it, or --resume the QAT "
+              "checkpoint to train");
+  // Where results go, checked before any training (a bad path would otherwise surface after the
+  // first epoch).
+  if (!o.save.empty()) {
+    io::check_writable(o.save);
+    if (o.mode == "qat") io::check_writable(o.save + ".int8");
+  }
+  if (!o.export_onnx.empty()) io::check_writable(o.export_onnx);
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
 
   quant::PrepareReport prepared;
@@ -263,12 +310,12 @@ int run_program(Options o, const ModelFactory& factory) {
   if (o.eval_only) {
     QAT_REQUIRE(from.has_value(), "--eval-only", "needs --load PATH");
     const Eval e = evaluate(*model, test, factory.flatten_input);
-    js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \"" << from->metadata.at("kind")
+    js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \"" << meta(*from, factory, "kind")
        << "\", \"test_acc\": " << e.accuracy << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
     if (o.json)
       std::cout << js.str() << std::endl;
     else
-      std::cout << factory.model << " " << from->metadata.at("kind") << " checkpoint "
+      std::cout << factory.model << " " << meta(*from, factory, "kind") << " checkpoint "
                 << from->info.source << " test_acc " << e.accuracy << "\n";
     return 0;
   }
@@ -282,12 +329,24 @@ int run_program(Options o, const ModelFactory& factory) {
   std::int64_t global_step = 0;
   if (!o.resume.empty()) {  // optimizer, schedule, data order and RNG continue where they stopped
     QAT_REQUIRE(from->training.has_value(), "--resume", "'", o.resume, "' holds no training state");
+    const io::TrainingState& ts = *from->training;
+    if (ts.epoch < 0 || ts.epoch > kMaxEpochs)
+      throw io::CheckpointError(o.resume, detail::concat("training epoch ", ts.epoch, " is not in [0, ",
+                                                         kMaxEpochs, "]"));
+    if (ts.global_step < 0)
+      throw io::CheckpointError(o.resume, detail::concat("training global_step ", ts.global_step,
+                                                         " is negative"));
+    const auto lr = from->optimizer ? from->optimizer->hyperparameters.find("lr")
+                                    : std::map<std::string, double>::const_iterator();
+    if (from->optimizer && lr != from->optimizer->hyperparameters.end() && !(lr->second <= kMaxLr))
+      throw io::CheckpointError(o.resume, detail::concat("saved lr ", lr->second, " is not in [0, ",
+                                                         kMaxLr, "] (the --lr bound)"));
     io::restore_optimizer(*optimizer, *from);
-    start_epoch = static_cast<int>(from->training->epoch);
-    global_step = from->training->global_step;
-    const auto& c = from->training->counters;
-    loader.set_state(
-        {static_cast<std::uint64_t>(c.at("loader_seed")), c.at("loader_epoch"), c.at("loader_batch")});
+    start_epoch = static_cast<int>(ts.epoch);
+    global_step = ts.global_step;
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    loader.set_state({static_cast<std::uint64_t>(counter(*from, "loader_seed", kMax)),
+                      counter(*from, "loader_epoch", kMax), counter(*from, "loader_batch", kMax)});
     io::restore_generators(*from, {{"default", &default_generator()}});
     if (schedule) schedule->set_epoch(start_epoch);
   }
@@ -409,6 +468,38 @@ int run_program(Options o, const ModelFactory& factory) {
   return 0;
 }
 
+// A CLI11 check that the option is a finite number in [lo, hi] ("1..1024" in the help and in
+// errors, never CLI11's 309-digit ranges). `lo_open`: lo itself is excluded ("(0, 1e+06]").
+template <class T>
+CLI::Validator bounded(T lo, T hi, bool lo_open = false) {
+  std::ostringstream os;
+  if constexpr (std::is_integral_v<T>)
+    os << lo << ".." << hi;
+  else
+    os << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+  const std::string range = os.str();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        T v{};
+        const char* b = text.data();
+        const char* e = text.data() + text.size();
+        bool ok;
+        if constexpr (std::is_integral_v<T>) {
+          const auto r = std::from_chars(b, e, v);
+          ok = r.ec == std::errc() && r.ptr == e;
+        } else {
+          char* end = nullptr;
+          v = std::strtod(text.c_str(), &end);
+          ok = !text.empty() && end == text.c_str() + text.size() && std::isfinite(v);
+        }
+        if (!ok) return "'" + detail::printable(text) + "' is not a " +
+                        (std::is_integral_v<T> ? "whole" : "finite") + " number";
+        if (v < lo || v > hi || (lo_open && v == lo)) return "'" + text + "' is not in " + range;
+        return "";
+      },
+      range);
+}
+
 }  // namespace
 
 int run(int argc, char** argv, const ModelFactory& factory) {
@@ -430,16 +521,19 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--rule", o.rules,
                  "per-layer QAT config, repeatable: NAME=CONFIG, GLOB=CONFIG or type:TYPE=CONFIG "
                  "(CONFIG may be 'skip')");
-  app.add_option("--epochs", o.epochs, "training epochs (the total, also with --resume)")
-      ->check(CLI::NonNegativeNumber)
+  app.add_option("--epochs", o.epochs,
+                 "training epochs (the total, also with --resume; 0: evaluate and save the model as it is)")
+      ->check(bounded(0, kMaxEpochs))
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", o.lr, "learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--batch", o.batch, "batch size")
+      ->check(bounded<std::int64_t>(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr, "learning rate")->check(bounded(0.0, kMaxLr, true))->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(bounded(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "weight decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(bounded(0.0, 10.0))
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
@@ -448,17 +542,19 @@ int run(int argc, char** argv, const ModelFactory& factory) {
       ->check(CLI::IsMember({"none", "cosine", "step"}))
       ->capture_default_str();
   app.add_option("--threads", o.threads, "CPU threads (1 gives bit-identical runs)")
-      ->check(CLI::PositiveNumber)
+      ->check(bounded(1, kMaxThreads))
       ->capture_default_str();
   app.add_option("--freeze-bn-epoch", o.freeze_bn_epoch,
                  "QAT: from this epoch on, batch norm keeps its running statistics (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(bounded(0, kMaxEpochs));
   app.add_option("--freeze-observer-epoch", o.freeze_observer_epoch,
                  "QAT: from this epoch on, observers stop updating the qparams (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(bounded(0, kMaxEpochs));
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->capture_default_str();
-  app.add_option("--train-limit", o.train_limit, "use only the first N training images (0 = all)");
-  app.add_option("--test-limit", o.test_limit, "use only the first N test images (0 = all)");
+  app.add_option("--train-limit", o.train_limit, "use only the first N training images (0 = all)")
+      ->check(bounded<std::int64_t>(0, std::numeric_limits<std::int64_t>::max()));
+  app.add_option("--test-limit", o.test_limit, "use only the first N test images (0 = all)")
+      ->check(bounded<std::int64_t>(0, std::numeric_limits<std::int64_t>::max()));
   app.add_option("--save", o.save,
                  "write the training checkpoint to PATH after every epoch (QAT mode: "
                  "the int8 model to PATH.int8 at the end)");

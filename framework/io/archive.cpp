@@ -271,8 +271,16 @@ Checkpoint decode_payload(std::string_view payload, ArchiveKind kind,
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {  // boost::archive::archive_exception, bad_alloc, qat::Error
-    throw CheckpointError(source,
-                          concat("cannot decode the ", archive_kind_name(kind), " payload: ", e.what()));
+    // Boost reports a short read as "input stream error" (XML: "input stream error-Success"):
+    // say what it means and where.
+    const std::string what = e.what();
+    const bool short_read = what.rfind("input stream error", 0) == 0;
+    throw CheckpointError(
+        source, concat("truncated or corrupt payload at byte ", buf.position(), " of ", payload.size(),
+                       " (", archive_kind_name(kind), " archive: ",
+                       short_read ? std::string("the data ends early or a value is malformed")
+                                  : qat::detail::printable(what),
+                       ")"));
   }
   const std::string_view rest = buf.rest();
   const bool only_space = rest.find_first_not_of(" \t\r\n") == std::string_view::npos;

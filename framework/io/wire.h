@@ -67,6 +67,8 @@ class PayloadBuf : public std::streambuf {
     setg(p, p, p + bytes.size());
   }
   std::uint64_t remaining() const { return static_cast<std::uint64_t>(egptr() - gptr()); }
+  /// Bytes of the payload consumed so far: where decoding stands.
+  std::uint64_t position() const { return static_cast<std::uint64_t>(gptr() - eback()); }
   std::string_view rest() const { return {gptr(), static_cast<std::size_t>(remaining())}; }
 };
 
@@ -82,7 +84,8 @@ struct Ctx {
   const std::string* source = nullptr;
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(*source, "corrupt payload: " + problem);
+    throw CheckpointError(*source, in ? concat("corrupt payload at byte ", in->position(), ": ", problem)
+                                      : "corrupt payload: " + problem);
   }
   /// Throws unless `count` items of at least `bytes_each` bytes fit in the unread payload.
   void require_fits(std::uint64_t count, std::uint64_t bytes_each, const char* what) const {
@@ -91,13 +94,18 @@ struct Ctx {
       fail(concat(what, " ", count, " (", bytes_each, " bytes each) exceeds the ", left, " bytes left"));
   }
   /// Every record starts at class version 1; `newest` is the one this build writes. (Boost
-  /// 1.74 does not reject a class version newer than the reader's.)
+  /// 1.74 does not reject a class version newer than the reader's.) A version a few steps ahead
+  /// is a newer qat's file; far ahead (a flipped tracking or version byte) is corruption.
   void require_version(unsigned version, unsigned newest, const char* record) const {
+    constexpr unsigned kPlausibleAhead = 8;
     if (version < 1) fail(concat(record, " record version 0 was never written by qat"));
+    if (version > newest + kPlausibleAhead)
+      fail(concat(record, " record version ", version, " was never written by qat (this build writes ",
+                  newest, ")"));
     if (version > newest)
       throw CheckpointError(*source, concat(record, " record version ", version,
                                             " is newer than this build of qat reads (", newest,
-                                            "); upgrade qat to read it"));
+                                            "); upgrade qat to read it, unless the file is corrupt"));
   }
 };
 

@@ -1,5 +1,6 @@
 #include "framework/tensor/parallel.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #ifdef _OPENMP
@@ -14,6 +15,10 @@ namespace {
 int default_threads() {
   if (const char* env = std::getenv("QAT_NUM_THREADS")) {
     const int n = std::atoi(env);
+    if (n > kMaxThreads) {
+      std::fprintf(stderr, "qat: QAT_NUM_THREADS=%d is above %d; using %d\n", n, kMaxThreads, kMaxThreads);
+      return kMaxThreads;
+    }
     if (n > 0) return n;
   }
   return 1;  // measured: at the batch sizes QAT uses, one thread per process is fastest here
@@ -33,7 +38,8 @@ int& threads() {
 }  // namespace
 
 void set_num_threads(int n) {
-  QAT_REQUIRE(n >= 1, "set_num_threads", "n must be >= 1, got ", n);
+  // libgomp gives each thread a stack: 100000 threads overflow the address space (a segfault).
+  QAT_REQUIRE(n >= 1 && n <= kMaxThreads, "set_num_threads", "n must be in 1..", kMaxThreads, ", got ", n);
   threads() = n;
 #ifdef _OPENMP
   omp_set_num_threads(n);

@@ -12,6 +12,8 @@ namespace qat {
 /// environment variable, else 1 (2 threads train the example CNN ~1.6-1.9x faster on a quiet
 /// 2-core machine, but OpenMP's spinning hurts on a busy one). Results do not depend on the
 /// thread count: every run with the same seed is bit-identical, whatever the threads.
+/// n must be in 1..kMaxThreads (a QAT_NUM_THREADS beyond it is capped, with a warning).
+inline constexpr int kMaxThreads = 1024;
 void set_num_threads(int n);
 int get_num_threads();
 

@@ -37,7 +37,10 @@ void apply(const io::Checkpoint& ckpt) {
     io::load_into(*model, ckpt);
   } catch (const io::CheckpointError&) {
   }
-  io::load_into(*model, ckpt, {.strict = false});
+  try {  // non-strict loads refuse wrong values too
+    io::load_into(*model, ckpt, {.strict = false});
+  } catch (const io::CheckpointError&) {
+  }
   try {
     io::restore_optimizer(opt, ckpt);
   } catch (const io::CheckpointError&) {

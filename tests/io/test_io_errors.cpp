@@ -1,6 +1,11 @@
 // framework/io: every way a checkpoint file can be bad gives one exact, named error.
 #include <boost/test/unit_test.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
 
 #include "io/io_test_util.h"
@@ -114,7 +119,7 @@ BOOST_AUTO_TEST_CASE(wrong_magic_and_corrupt_header) {
   const std::string as_xml = with_header(bytes, [](io::FileHeader& h) { h.archive = ArchiveKind::Xml; });
   BOOST_TEST(error_of([&] {
                io::from_bytes(as_xml);
-             }).find("checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
+             }).find("checkpoint '<memory>': truncated or corrupt payload at byte ") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_paths) {
@@ -141,7 +146,7 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   BOOST_REQUIRE(at != std::string::npos);
   payload[at + 8] = 1;
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(payload, ArchiveKind::Binary)); }) ==
-             "checkpoint '<memory>': corrupt payload: tensor element count " + std::to_string(huge) +
+             "checkpoint '<memory>': corrupt payload at byte 53: tensor element count " + std::to_string(huge) +
                  " (4 bytes each) exceeds the 15 bytes left");  // metadata and two flags follow
 
   // XML: a count far beyond the text that follows.
@@ -152,24 +157,24 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   std::string more = xml;
   more.replace(count, 16, "<count>99999999999999</count>");
   const std::string msg = error_of([&] { io::from_bytes(wrap_payload(more, ArchiveKind::Xml)); });
-  BOOST_TEST(msg.find("checkpoint '<memory>': corrupt payload: tensor count 99999999999999 (1 bytes "
+  BOOST_TEST(msg.find("checkpoint '<memory>': corrupt payload at byte 143: tensor count 99999999999999 (1 bytes "
                       "each) exceeds the ") == 0u,
              msg);
   std::string shape = xml;
   shape.replace(shape.find("<shape>2 4</shape>"), 18, "<shape>4000000000 4000000000 4000000000</shape>");
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(shape, ArchiveKind::Xml)); }) ==
-             "checkpoint '<memory>': corrupt payload: tensor dimensions overflow int64");
+             "checkpoint '<memory>': corrupt payload at byte 280: tensor dimensions overflow int64");
   std::string values = xml;
   values.replace(values.find("<data>"), 7, "<data>x ");
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(values, ArchiveKind::Xml)); }) ==
-             "checkpoint '<memory>': corrupt payload: tensor 'w': 'x' is not a float32 value");
+             "checkpoint '<memory>': corrupt payload at byte 284: tensor 'w': 'x' is not a float32 value");
   // A double in XML must be exactly one number.
   io::Checkpoint o;
   o.optimizer = io::OptimizerState{"sgd", {{"lr", 0.1}}, {}};
   std::string hyper = io::to_bytes(o, {.archive = ArchiveKind::Xml}).substr(io::FileHeader::kSize);
   hyper.replace(hyper.find("<value>0.1</value>"), 18, "<value>x 0.1</value>");
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(hyper, ArchiveKind::Xml)); }) ==
-             "checkpoint '<memory>': corrupt payload: value 'x 0.1' is not a number");
+             "checkpoint '<memory>': corrupt payload at byte 465: value 'x 0.1' is not a number");
 
   // A record class version from a future build (Boost 1.74 itself would accept it). The binary
   // payload starts with the checkpoint record's tracking byte and u32 class version.
@@ -178,11 +183,17 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   future[1] = 2;
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
              "checkpoint '<memory>': checkpoint record version 2 is newer than this build of qat "
-             "reads (1); upgrade qat to read it");
+             "reads (1); upgrade qat to read it, unless the file is corrupt");
+  // A byte far beyond any version qat wrote (the tracking byte, or a flipped version byte) is
+  // corruption, not a newer file.
+  future[1] = 48;
+  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
+             "checkpoint '<memory>': corrupt payload at byte 5: checkpoint record version 48 was never "
+             "written by qat (this build writes 1)");
   future[1] = 0;
   BOOST_TEST(
       error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
-      "checkpoint '<memory>': corrupt payload: checkpoint record version 0 was never written by qat");
+      "checkpoint '<memory>': corrupt payload at byte 5: checkpoint record version 0 was never written by qat");
 
   // Boost 1.74 reads past the expected tag name for a longer end tag: refused before parsing.
   std::string tag = xml;
@@ -193,10 +204,20 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   tag.replace(tag.find("</name>"), 7, "</nome>");
   BOOST_TEST(error_of([&] {
                io::from_bytes(wrap_payload(tag, ArchiveKind::Xml));
-             }).find("checkpoint '<memory>': cannot decode the xml payload: ") == 0u);
-  BOOST_TEST(error_of([&] {
-               io::from_bytes(wrap_payload("", ArchiveKind::Binary));
-             }).find("checkpoint '<memory>': cannot decode the binary payload: ") == 0u);
+             }).find("checkpoint '<memory>': truncated or corrupt payload at byte ") == 0u);
+  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload("", ArchiveKind::Binary)); }) ==
+             "checkpoint '<memory>': truncated or corrupt payload at byte 0 of 0 (binary archive: the data "
+             "ends early or a value is malformed)");
+  // A payload cut short: the byte where decoding stopped, never "input stream error-Success".
+  std::string cut = io::to_bytes(c, {.archive = ArchiveKind::Xml}).substr(io::FileHeader::kSize);
+  cut.resize(cut.size() / 2);
+  const std::string short_xml = error_of([&] { io::from_bytes(wrap_payload(cut, ArchiveKind::Xml)); });
+  BOOST_TEST(short_xml.find("truncated or corrupt payload at byte ") != std::string::npos, short_xml);
+  BOOST_TEST(short_xml.find("Success") == std::string::npos, short_xml);
+  std::string cut_bin = io::to_bytes(c).substr(io::FileHeader::kSize);
+  cut_bin.resize(cut_bin.size() - 3);
+  const std::string short_bin = error_of([&] { io::from_bytes(wrap_payload(cut_bin, ArchiveKind::Binary)); });
+  BOOST_TEST(short_bin.find("truncated or corrupt payload at byte ") != std::string::npos, short_bin);
 }
 
 BOOST_AUTO_TEST_CASE(random_mutations_never_escape_as_other_errors) {
@@ -243,6 +264,58 @@ BOOST_AUTO_TEST_CASE(random_mutations_never_escape_as_other_errors) {
   }
   BOOST_TEST(rejected > 0);
   BOOST_TEST_MESSAGE("mutants decoded: " << decoded << ", rejected: " << rejected);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(temporary_files)
+
+// A writer killed mid-save (kill -9, SIGXFSZ) leaves `.NAME.tmp-<pid>-...`; the next save of the
+// same target removes those whose writer is gone, and nothing else.
+BOOST_AUTO_TEST_CASE(stale_temporary_files_of_the_target_are_removed_on_the_next_save) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const fs::path target = dir.path / "m.ckpt";
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a pid that no longer runs
+  auto touch = [&](const std::string& name, bool old) {
+    const fs::path p = dir.path / name;
+    std::ofstream(p) << "partial";
+    if (old) fs::last_write_time(p, fs::last_write_time(p) - std::chrono::hours(24 * 365 * 30));
+    return p;
+  };
+  const fs::path dead = touch(".m.ckpt.tmp-" + std::to_string(child) + "-0-123", false);
+  const fs::path reused = touch(".m.ckpt.tmp-1-0-5", true);  // pid 1 started after the file was written
+  const fs::path live = touch(".m.ckpt.tmp-1-0-6", false);   // pid 1 could still be writing it
+  const fs::path own = touch(".m.ckpt.tmp-" + std::to_string(::getpid()) + "-9-9", false);
+  const fs::path other = touch(".n.ckpt.tmp-" + std::to_string(child) + "-0-1", false);
+  const fs::path odd = touch(".m.ckpt.tmp-x1-0-1", false);
+  io::save(io::Checkpoint{}, target.string());
+  BOOST_TEST(!fs::exists(dead));
+  BOOST_TEST(!fs::exists(reused));
+  BOOST_TEST(fs::exists(live));
+  BOOST_TEST(fs::exists(own));
+  BOOST_TEST(fs::exists(other));
+  BOOST_TEST(fs::exists(odd));
+  BOOST_TEST(fs::exists(target));
+}
+
+BOOST_AUTO_TEST_CASE(check_writable_refuses_before_any_work) {
+  TempDir dir;
+  BOOST_CHECK_NO_THROW(io::check_writable((dir.path / "ok.ckpt").string()));
+  BOOST_TEST(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 0);  // probe removed
+  BOOST_TEST(error_of([&] { io::check_writable((dir.path / "no" / "m.ckpt").string()); }) ==
+             "checkpoint '" + (dir.path / "no" / "m.ckpt").string() + "': cannot save: directory '" +
+                 (dir.path / "no").string() + "' does not exist");
+  BOOST_TEST(error_of([&] { io::check_writable(dir.path.string()); }) ==
+             "checkpoint '" + dir.path.string() + "': cannot save: it is a directory");
+  if (::geteuid() != 0) {  // root writes anywhere
+    std::filesystem::permissions(dir.path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    BOOST_TEST(error_of([&] { io::check_writable((dir.path / "m.ckpt").string()); }).find("cannot create a file") !=
+               std::string::npos);
+    std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
