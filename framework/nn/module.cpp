@@ -101,6 +101,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
               "' must be a leaf tensor (detach it first)");
   value.requires_grad_(true);
   parameters_.emplace_back(name, value);
+  own_state_valid_ = false;
   return value;
 }
 
@@ -108,6 +109,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
   check_new_name(name, "Module::register_buffer");
   QAT_REQUIRE(value.defined(), "Module::register_buffer", "buffer '", name, "' is undefined");
   buffers_.emplace_back(name, value);
+  own_state_valid_ = false;
   return value;
 }
 
@@ -207,6 +209,7 @@ Tensor Module::replace_buffer(const std::string& name, Tensor value) {
   QAT_REQUIRE(value.defined(), "Module::replace_buffer", "new value of buffer '", name,
               "' is undefined");
   it->second = value;
+  own_state_valid_ = false;
   return value;
 }
 
@@ -225,11 +228,15 @@ void Module::train(bool on) {
 
 void Module::check_state(const StateView&, std::vector<std::string>&) const {}
 
+// The view holds handles: built once, it sees every in-place change of the tensors.
 void Module::check_current_state(std::vector<std::string>& problems) const {
-  StateView state;
-  for (const auto& [name, t] : parameters_) state.emplace(name, t);
-  for (const auto& [name, t] : buffers_) state.emplace(name, t);
-  check_state(state, problems);
+  if (!own_state_valid_) {
+    own_state_.clear();
+    for (const auto& [name, t] : parameters_) own_state_.emplace(name, t);
+    for (const auto& [name, t] : buffers_) own_state_.emplace(name, t);
+    own_state_valid_ = true;
+  }
+  check_state(own_state_, problems);
 }
 
 void Module::zero_grad() {

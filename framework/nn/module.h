@@ -156,6 +156,8 @@ class Module {
   NamedTensors parameters_;
   NamedTensors buffers_;
   NamedModules children_;
+  mutable StateView own_state_;  // check_current_state's view, rebuilt when a tensor is (re)registered
+  mutable bool own_state_valid_ = false;
   std::vector<std::pair<std::int64_t, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<std::int64_t, ForwardHook>> hooks_;
 };

@@ -1,7 +1,6 @@
 #include "framework/nn/state_check.h"
 
 #include <cmath>
-#include <functional>
 #include <sstream>
 #include <type_traits>
 
@@ -12,9 +11,11 @@ namespace {
 
 using qat::detail::concat;
 
-// Counts the values of state[name] failing `ok` and reports the first of them.
-void scan(Problems& p, const StateView& state, const std::string& name,
-          const std::function<bool(double)>& ok, const std::string& why) {
+// Counts the values of state[name] failing `ok` and reports the first of them; `why()` builds the
+// reason only then (the divergence guard runs these checks every step: no text, no allocation
+// while everything is fine).
+template <class Ok, class Why>
+void scan(Problems& p, const StateView& state, const std::string& name, const Ok& ok, const Why& why) {
   const Tensor* t = find(state, name);
   if (t == nullptr) return;
   const Tensor& c = *t;  // tensors are dense
@@ -37,8 +38,8 @@ void scan(Problems& p, const StateView& state, const std::string& name,
   if (bad == 0) return;
   std::string where = name;
   if (c.dim() > 0) where += concat("[", first, "]");
-  std::string count = n > 1 ? concat(" (", bad, " of ", n, " values)") : "";
-  p.push_back(concat(where, " = ", first_value, ": ", why, count));
+  const std::string count = n > 1 ? concat(" (", bad, " of ", n, " values)") : "";
+  p.push_back(concat(where, " = ", first_value, ": ", why(), count));
 }
 
 }  // namespace
@@ -59,28 +60,29 @@ std::string value_text(double v) {
 }
 
 void satisfies(Problems& p, const StateView& state, const std::string& name,
-               const std::function<bool(double)>& ok, const std::string& why) {
+               const std::function<bool(double)>& ok, const std::function<std::string()>& why) {
   scan(p, state, name, ok, why);
 }
 
 void finite(Problems& p, const StateView& state, const std::string& name) {
-  scan(p, state, name, [](double v) { return std::isfinite(v); }, "not finite");
+  scan(p, state, name, [](double v) { return std::isfinite(v); }, [] { return std::string("not finite"); });
 }
 
 void in_range(Problems& p, const StateView& state, const std::string& name, double lo, double hi,
-              const std::string& what) {
+              std::string_view what) {
   scan(p, state, name, [lo, hi](double v) { return v >= lo && v <= hi; },
-       concat("not ", what, " in [", value_text(lo), ", ", value_text(hi), "]"));
+       [&] { return concat("not ", what, " in [", value_text(lo), ", ", value_text(hi), "]"); });
 }
 
 void flag(Problems& p, const StateView& state, const std::string& name) {
-  scan(p, state, name, [](double v) { return v == 0 || v == 1; }, "a switch must be 0 or 1");
+  scan(p, state, name, [](double v) { return v == 0 || v == 1; },
+       [] { return std::string("a switch must be 0 or 1"); });
 }
 
 void equals(Problems& p, const StateView& state, const std::string& name, double value,
-            const std::string& why) {
+            std::string_view why) {
   scan(p, state, name, [value](double v) { return v == value; },
-       concat("must be ", value_text(value), " (", why, ")"));
+       [&] { return concat("must be ", value_text(value), " (", why, ")"); });
 }
 
 }  // namespace qat::nn::check

@@ -4,6 +4,7 @@
 //   "scale[3] = 1e-45: not a scale in [1.17549e-38, 1e+30] (2 of 10 values)"
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/nn/module.h"
@@ -25,15 +26,16 @@ void finite(Problems& p, const StateView& state, const std::string& name);
 /// Every value v with lo <= v <= hi (read as double, so NaN fails); `what` names the quantity
 /// ("a scale", "a zero point of int8 symmetric").
 void in_range(Problems& p, const StateView& state, const std::string& name, double lo, double hi,
-              const std::string& what);
+              std::string_view what);
 /// Every value 0 or 1 (uint8 switches).
 void flag(Problems& p, const StateView& state, const std::string& name);
 /// Every value equal to `value` (e.g. the fixed zero point of a symmetric spec).
 void equals(Problems& p, const StateView& state, const std::string& name, double value,
-            const std::string& why);
-/// Every value v with ok(v) (read as double); `why` says what a value must be.
+            std::string_view why);
+/// Every value v with ok(v) (read as double); `why()` says what a value must be (called only
+/// when one fails).
 void satisfies(Problems& p, const StateView& state, const std::string& name,
-               const std::function<bool(double)>& ok, const std::string& why);
+               const std::function<bool(double)>& ok, const std::function<std::string()>& why);
 /// Scales: in [kMinScale, kMaxScale].
 inline void scale(Problems& p, const StateView& state, const std::string& name) {
   in_range(p, state, name, kMinScale, kMaxScale, "a scale");

@@ -276,7 +276,7 @@ void LearnableFakeQuantize::check_state(const StateView& state, std::vector<std:
   if (spec_.symmetric) {
     const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
     nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
-                         qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str()));
+                         [&] { return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str()); });
   } else {
     constexpr double kSlack = 1 << 24;  // float32 integers are exact below 2^24
     nn::check::in_range(problems, state, "zero_point", qmin - kSlack, qmax + kSlack,

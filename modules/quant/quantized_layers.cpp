@@ -139,8 +139,9 @@ void QuantizedWeightLayer::check_state(const StateView& state, std::vector<std::
                                              " products per output overflow int32 accumulation"));
     return;
   }
-  nn::check::in_range(problems, state, "bias", -room, room,
-                      ::qat::detail::concat("an int32 bias for ", K, " products (|bias| + 65280 K <= 2^31 - 1)"));
+  nn::check::satisfies(problems, state, "bias", [room](double b) { return b >= -room && b <= room; }, [&] {
+    return ::qat::detail::concat("not an int32 bias for ", K, " products (|bias| + 65280 K <= 2^31 - 1)");
+  });
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {

@@ -141,13 +141,14 @@ void FakeQuantize::check_state(const StateView& state, std::vector<std::string>&
   nn::check::scale(problems, state, "scale");
   const auto qmin = static_cast<double>(spec_.quant_min()), qmax = static_cast<double>(spec_.quant_max());
   if (!spec_.symmetric) {
-    nn::check::in_range(problems, state, "zero_point", qmin, qmax, "a zero point of " + spec_.str());
+    nn::check::in_range(problems, state, "zero_point", qmin, qmax, "a zero point of the spec's range");
     return;
   }
   const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
-  nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
-                       qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str(),
-                                           fixed != 0 ? " (or 0 before any observation)" : ""));
+  nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; }, [&] {
+    return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str(),
+                               fixed != 0 ? " (or 0 before any observation)" : "");
+  });
 }
 
 void FP8FakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
