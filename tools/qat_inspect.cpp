@@ -203,8 +203,12 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-// Rows of cells, columns padded to their widest cell, each line indented by `indent`.
-std::string table(const std::vector<std::vector<std::string>>& rows, const std::string& indent = "  ") {
+// Rows of cells, columns padded to their widest cell, each line indented by `indent`. Cells hold
+// names and values from the file: control characters and invalid UTF-8 print escaped, so an
+// ESC / OSC sequence or a carriage return in a tensor name never reaches the terminal.
+std::string table(std::vector<std::vector<std::string>> rows, const std::string& indent = "  ") {
+  for (auto& r : rows)
+    for (auto& cell : r) cell = qat::detail::printable(cell);
   std::vector<std::size_t> width;
   for (const auto& r : rows)
     for (std::size_t c = 0; c < r.size(); ++c) {
@@ -325,7 +329,7 @@ std::string jstr(const std::string& s) {
         out += "\\t";
         break;
       default:
-        if (ch < 0x20) {
+        if (ch < 0x20 || ch == 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", ch);
           out += buf;

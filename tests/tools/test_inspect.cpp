@@ -246,6 +246,29 @@ BOOST_AUTO_TEST_CASE(without_optimizer_or_training_state) {
   BOOST_TEST(contains(r.out, "metadata (0 entries)"));
 }
 
+// Names and values from a file reach the terminal escaped: an OSC title sequence, a bell, a
+// carriage return (which would overwrite the line) and a NUL print as \x.. text.
+BOOST_AUTO_TEST_CASE(names_from_the_file_print_escaped) {
+  TempDir dir;
+  io::Checkpoint c;
+  const std::string evil("w\x1b]0;owned\x07\rfake\0end", 20);
+  c.tensors = {{evil, Tensor::ones(Shape{2})}};
+  c.metadata = {{"note\x1b[2J", "value\r\x9b" "31m"}};
+  const std::string path = dir.file("evil.qat");
+  io::save(c, path);
+  for (const char* mode : {"", "--json "}) {
+    const Result r = inspect(dir, mode + path);
+    BOOST_TEST(r.status == 0, r.err);
+    BOOST_TEST(r.out.find('\x1b') == std::string::npos, mode);
+    BOOST_TEST(r.out.find('\r') == std::string::npos, mode);
+    BOOST_TEST(r.out.find('\x07') == std::string::npos, mode);
+    BOOST_TEST(r.out.find(std::string(1, '\0')) == std::string::npos, mode);
+  }
+  const Result text = inspect(dir, path);
+  BOOST_TEST(contains(text.out, "w\\x1b]0;owned\\x07\\rfake\\x00end"), text.out);
+  BOOST_TEST(contains(text.out, "value\\r\\x9b31m"), text.out);
+}
+
 BOOST_AUTO_TEST_CASE(xml_dump_is_the_xml_payload) {
   TempDir dir;
   Trained t;
