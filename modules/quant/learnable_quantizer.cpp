@@ -39,17 +39,6 @@ void require_finite(const Quantizer& q, const Tensor& t, const char* name) {
   if (std::string e = nonfinite(q, t, name, kDiverged); !e.empty()) throw Error(e);
 }
 
-// NaN / inf in a training input after the warm-up would quantize to quant_min / quant_max (the
-// forward's PyTorch semantics) and vanish from the loss: refused, through the current
-// DivergenceGuard when there is one (so the error names the step).
-void refuse_nonfinite_input(const Quantizer& q, const Tensor& x, const char* why) {
-  std::string e = nonfinite(q, x, "input", why);
-  if (e.empty()) return;
-  if (const optim::DivergenceGuard* guard = optim::DivergenceGuard::current())
-    guard->fail(optim::DivergenceError::Kind::Forward, q.label().empty() ? q.type_name() : q.label(), e);
-  throw Error(e);
-}
-
 // Values below kScaleEps clamped up to it (PyTorch clamps LSQ's scale the same way); adds the
 // clamps to `count`. The first clamp of a quantizer prints one warning: "LSQ scale of 'fc1...'".
 void clamp_up_to_eps(const Quantizer& q, const Tensor& t, const char* what, std::int64_t& count) {
@@ -160,7 +149,7 @@ Tensor LearnableFakeQuantize::forward(const Tensor& x) {
     clamp_up_to_eps(*this, scale_, "LSQ scale", scale_clamps_);  // keep it positive, as PyTorch
     if (is_training() && fake_quant_enabled())
       refuse_nonfinite_input(
-          *this, x,
+          x,
           " in training (NaN / inf data or activations, which quantize to quant_min / "
           "quant_max and would hide from the loss)");
   }
@@ -224,7 +213,7 @@ Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
     require_finite(*this, amax_, "amax");
     clamp_up_to_eps(*this, amax_, "PACT amax", amax_clamps_);
     if (is_training() && fake_quant_enabled())
-      refuse_nonfinite_input(*this, x,
+      refuse_nonfinite_input(x,
                              " in training (NaN / inf data or activations, which clip to -amax / amax "
                              "and would hide from the loss)");
   }

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/optim/divergence.h"
+#include "framework/tensor/finite.h"
 #include "framework/nn/state_check.h"
 #include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/fake_quant.h"
@@ -43,6 +45,19 @@ Quantizer::Quantizer(std::string type_name, const QuantSpec& spec)
   register_load_hints();  // a program with quantizers gets the checkpoint checks for them
   fake_quant_enabled_ = register_buffer("fake_quant_enabled", Tensor::ones(Shape{1}, DType::UInt8));
   observer_enabled_ = register_buffer("observer_enabled", Tensor::ones(Shape{1}, DType::UInt8));
+}
+
+void Quantizer::refuse_nonfinite_input(const Tensor& x, const char* why) const {
+  const qat::detail::NonFinite bad = qat::detail::find_nonfinite(x);
+  if (bad.count == 0) return;
+  const std::string e = qat::detail::concat(
+      label_.empty() ? type_name() : qat::detail::concat(type_name(), " '", label_, "'"), ": input",
+      qat::detail::index_text(x.shape(), bad.first), " = ", nn::check::value_text(bad.value),
+      x.numel() > 1 ? qat::detail::concat(" (", bad.count, " of ", x.numel(), " values are not finite)") : "",
+      why);
+  if (const optim::DivergenceGuard* guard = optim::DivergenceGuard::current())
+    guard->fail(optim::DivergenceError::Kind::Forward, label_.empty() ? type_name() : label_, e);
+  throw Error(e);
 }
 
 void Quantizer::set_label(const std::string& label) {
@@ -89,6 +104,9 @@ Tensor FakeQuantize::forward(const Tensor& x) {
       scale_.copy_(q.scale);
       zero_point_.copy_(q.zero_point);
     }
+  } else if (is_training() && fake_quant_enabled()) {  // (an observing forward refuses NaN already)
+    refuse_nonfinite_input(x, " in training with the observer off (NaN / inf data or activations, which "
+                              "quantize to quant_min / quant_max and would hide from the loss)");
   }
   if (!fake_quant_enabled()) return x;
   return fake_quantize(x, {scale_, zero_point_}, spec_);

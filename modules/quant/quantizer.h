@@ -84,6 +84,11 @@ class Quantizer : public nn::Module {
   /// Whether this forward records: the observer is enabled and the module trains or a
   /// CalibrationGuard is alive (which then counts the batch).
   bool observing() const;
+  /// NaN / inf in a training input would quantize to quant_min / quant_max (PyTorch's forward)
+  /// and vanish from the loss: throws naming the quantizer, the index and the value (through
+  /// the current optim::DivergenceGuard when there is one, so the error names the step). `why`
+  /// ends the message. One vectorised pass, no allocation when every value is finite.
+  void refuse_nonfinite_input(const Tensor& x, const char* why) const;
 
   QuantSpec spec_;
   Tensor fake_quant_enabled_, observer_enabled_;

@@ -296,4 +296,24 @@ BOOST_AUTO_TEST_CASE(huge_learning_rate_under_lsq_stops_at_the_first_step) {
   BOOST_TEST_MESSAGE(e);
 }
 
+// A plain FakeQuantize whose observer is off (frozen qparams, int8_default after
+// --freeze-observer-epoch) refuses NaN / inf training input the same way; eval keeps PyTorch's
+// mapping to quant_min.
+BOOST_AUTO_TEST_CASE(frozen_fake_quantize_refuses_nonfinite_training_input) {
+  const QuantSpec spec = QuantSpec::activation_affine(8);
+  FakeQuantize q(spec, std::make_shared<MovingAverageMinMaxObserver>(spec));
+  q.set_label("fc1.activation_post_process");
+  Generator gen(4);
+  Tensor x = Tensor::uniform(Shape{2, 8}, -1, 1, gen);
+  q.forward(x);
+  q.disable_observer();
+  x.data<float>()[5] = kNaN;
+  BOOST_TEST(error_of([&] { q.forward(x); }) ==
+             "FakeQuantize 'fc1.activation_post_process': input[0, 5] = nan (1 of 16 values are not "
+             "finite) in training with the observer off (NaN / inf data or activations, which "
+             "quantize to quant_min / quant_max and would hide from the loss)");
+  q.eval();
+  BOOST_TEST(std::isfinite(q.forward(x).data<float>()[5]));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
