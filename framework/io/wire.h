@@ -72,9 +72,9 @@ class PayloadBuf : public std::streambuf {
   std::string_view rest() const { return {gptr(), static_cast<std::size_t>(remaining())}; }
 };
 
-// At most this much of a string from the file goes into an error message.
+// At most this much of a string from the file goes into an error message, escaped.
 inline std::string excerpt(std::string_view s) {
-  return s.size() <= 40 ? std::string(s) : std::string(s.substr(0, 40)) + "...";
+  return s.size() <= 40 ? qat::detail::printable(s) : qat::detail::printable(s.substr(0, 40)) + "...";
 }
 
 /// What records need while loading: the bytes left (to bound every count before allocating)

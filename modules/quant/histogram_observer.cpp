@@ -24,10 +24,12 @@ constexpr std::int64_t kChunk = 256;         // values binned per vector pass
 constexpr double kMaxDownsampleRate = 1099511627776.0;  // 2^40
 
 // bin(x) = trunc((x - lo) * bins / (hi - lo)) in float32, torch.histc's bin (hi in the last bin).
+// Clamped in float before the conversion, so no value (NaN included: bin 0) reaches an
+// out-of-range float -> int cast.
 inline std::int32_t bin_of(float x, float lo, float hi, std::int64_t bins) {
-  const auto b = static_cast<std::int32_t>((x - lo) * static_cast<float>(bins) / (hi - lo));
-  const auto last = static_cast<std::int32_t>(bins - 1);
-  return b < 0 ? 0 : (b > last ? last : b);
+  const float t = (x - lo) * static_cast<float>(bins) / (hi - lo);
+  const auto last = static_cast<float>(bins - 1);
+  return static_cast<std::int32_t>(t > 0 ? (t < last ? t : last) : 0.0f);
 }
 
 // Counts the values x[i] in [lo, hi], lo < hi, by bin into four arrays of `bins` counters
@@ -365,7 +367,15 @@ HistogramObserver::HistogramObserver(const QuantSpec& spec, const Options& optio
   histogram_ = register_buffer("histogram", Tensor::zeros(Shape{options.bins}, DType::Float32));
 }
 
+// The bins need a range whose float32 width is finite (and some room for adjust_min_max to widen
+// it): +-3e38 would make every bin index NaN. Checked before anything is recorded.
 void HistogramObserver::update(const float* batch_min, const float* batch_max) {
+  const float lo = std::min(batch_min[0], min_val_.data<float>()[0]),
+              hi = std::max(batch_max[0], max_val_.data<float>()[0]);
+  QAT_REQUIRE(std::isfinite(hi - lo) && std::fabs(lo) <= 1e30f && std::fabs(hi) <= 1e30f, who(),
+              "the observed range [", lo, ", ", hi,
+              "] is too wide for float32 histogram bins (|value| must stay below 1e30; a diverged "
+              "training step?)");
   batch_min_ = batch_min[0];
   batch_max_ = batch_max[0];
   batch_pending_ = true;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "common/golden.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/histogram_observer.h"
@@ -412,6 +413,19 @@ BOOST_AUTO_TEST_CASE(nan_input_throws_and_leaves_the_state) {
   expect_error([&] { obs.forward(inf); }, message);
   BOOST_TEST(obs.histogram().to_vector<float>() == before, tt::per_element());
   BOOST_TEST(max_of(obs) == 1.0f);
+}
+
+// +-3e38 is finite but its range overflows float32: refused with the observer's name before
+// anything is recorded (it used to reach a NaN -> int bin index).
+BOOST_AUTO_TEST_CASE(a_range_too_wide_for_float_bins_is_refused) {
+  HistogramObserver obs(QuantSpec::activation_affine(8));
+  obs.set_label("fc1.activation_post_process");
+  obs.forward(Tensor::from_vector<float>({-1.0f, 2.0f}, Shape{2}));
+  const std::string e = qat::test::error_of([&] { obs.forward(Tensor::from_vector<float>({-3e38f, 3e38f}, Shape{2})); });
+  BOOST_TEST(e.find("'fc1.activation_post_process'") != std::string::npos, e);
+  BOOST_TEST(e.find("too wide for float32 histogram bins") != std::string::npos, e);
+  BOOST_TEST(obs.min_val().item() == -1.0);  // unchanged
+  BOOST_TEST(obs.max_val().item() == 2.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
