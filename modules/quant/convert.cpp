@@ -99,11 +99,11 @@ Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::i
 }
 
 // NaN / inf would reach float -> int casts: refused, naming the layer, the tensor and the value.
-void require_finite(const Tensor& t, const std::string& who, const char* what) {
+void require_finite(const Tensor& t, const std::string& who, const char* what, const char* note) {
   if (!t.defined()) return;
   const ::qat::detail::NonFinite nf = ::qat::detail::find_nonfinite(t);
   QAT_REQUIRE(nf.count == 0, "convert", "layer '", who, "': ", what,
-              ::qat::detail::index_text(t.shape(), nf.first), " = ", nf.value, " is not finite (",
+              ::qat::detail::index_text(t.shape(), nf.first), note, " = ", nf.value, " is not finite (",
               nf.count, " of ", t.numel(), " values; the model diverged? optim/divergence.h stops "
               "training at the first such step)");
 }
@@ -130,8 +130,9 @@ std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer,
                                                             const std::string& full) {
   const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
   const Folded f = cb ? fold(*cb) : Folded{layer.weight(), layer.bias()};
-  require_finite(f.weight, full, cb ? "weight folded with batch norm" : "weight");
-  require_finite(f.bias, full, cb ? "bias folded with batch norm" : "bias");
+  const char* note = cb ? " (folded with batch norm)" : "";
+  require_finite(f.weight, full, "weight", note);
+  require_finite(f.bias, full, "bias", note);
   const QuantizedWeight w = quantize_weight(f.weight, layer.weight_fake_quant(), full);
   const Tensor bias =
       quantize_bias(f.bias, w.scale, in.quant.scale, f.weight.numel() / f.weight.size(0), full);

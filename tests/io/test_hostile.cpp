@@ -7,7 +7,9 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
+#include "common/errors.h"
 #include "framework/autograd/grad_mode.h"
 #include "io/hostile_cases.h"
 
@@ -88,4 +90,26 @@ BOOST_AUTO_TEST_CASE(spec_text_parses_strictly) {
                           "uint8 symmetric narrow per-tensor", "int8 symmetric per-channel(axis 99)",
                           "int8 symmetric per-block(0, axis 0)", "fp8_e4m3 per-block(32, axis 0)", ""})
     BOOST_CHECK_THROW(QuantSpec::parse(bad), Error);
+}
+
+// The same values reached by training instead of a file (a diverged run, lr 1e6): convert
+// refuses them naming the layer, so no NaN reaches a float -> int cast and no int8 bias
+// overflows the accumulator.
+BOOST_AUTO_TEST_CASE(convert_refuses_what_a_diverged_model_holds) {
+  const io::Checkpoint good = trained(Kind::Qat);
+  auto converted_with = [&](const std::string& tensor, std::int64_t i, float v) {
+    nn::ModulePtr m = model(Kind::Qat);
+    io::load_into(*m, good);
+    for (const auto& [name, t] : m->named_parameters())
+      if (name == tensor) t.data<float>()[i] = v;
+    return test::error_of([&] { quant::convert(*m, example()); });
+  };
+  const std::string nan_weight = converted_with("fc.weight", 7, std::nanf(""));
+  BOOST_TEST(nan_weight.find("convert: layer 'fc': weight[0, 7] = nan is not finite") == 0u, nan_weight);
+  const std::string folded = converted_with("conv.bn.weight", 1, std::numeric_limits<float>::infinity());
+  BOOST_TEST(folded.find("convert: layer 'conv': weight[1, 0, 0, 0] (folded with batch norm) = ") == 0u,
+             folded);
+  const std::string big_bias = converted_with("fc.bias", 0, 1e30f);
+  BOOST_TEST(big_bias.find("convert: layer 'fc': bias[0] = 1e+30 is ") == 0u, big_bias);
+  BOOST_TEST(big_bias.find("beyond the int32 room") != std::string::npos, big_bias);
 }
