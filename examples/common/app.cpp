@@ -17,8 +17,8 @@
 #include "framework/autograd/ops.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/idx.h"
-#include "framework/io/checkpoint.h"
 #include "framework/io/atomic_file.h"
+#include "framework/io/checkpoint.h"
 #include "framework/io/checkpoint_error.h"
 #include "framework/io/restore.h"
 #include "framework/optim/adam.h"
@@ -174,10 +174,12 @@ std::string meta(const io::Checkpoint& ckpt, const ModelFactory& f, const std::s
 std::int64_t counter(const io::Checkpoint& ckpt, const std::string& key, std::int64_t max) {
   const auto& c = ckpt.training->counters;
   const auto it = c.find(key);
-  if (it == c.end()) throw io::CheckpointError(ckpt.info.source, "has no '" + key + "' training counter");
+  if (it == c.end())
+    throw io::CheckpointError(ckpt.info.source, "has no '" + key + "' training counter");
   if (it->second < 0 || it->second > max)
-    throw io::CheckpointError(ckpt.info.source, detail::concat("training counter '", key, "' = ",
-                                                               it->second, " is not in [0, ", max, "]"));
+    throw io::CheckpointError(
+        ckpt.info.source,
+        detail::concat("training counter '", key, "' = ", it->second, " is not in [0, ", max, "]"));
   return it->second;
 }
 
@@ -190,7 +192,8 @@ void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
                               "holds a '" + detail::printable(model) + "' model, not '" + f.model + "'");
   const std::string arch = meta(ckpt, f, "arch");
   if (std::find(f.archs.begin(), f.archs.end(), arch) == f.archs.end())
-    throw io::CheckpointError(ckpt.info.source, "holds unknown architecture '" + detail::printable(arch) + "'");
+    throw io::CheckpointError(ckpt.info.source,
+                              "holds unknown architecture '" + detail::printable(arch) + "'");
   const std::string kind = meta(ckpt, f, "kind");
   if (kind != "fp32" && kind != "qat" && kind != "int8")
     throw io::CheckpointError(ckpt.info.source, "metadata 'kind' = '" + detail::printable(kind) +
@@ -198,14 +201,15 @@ void adopt(Options& o, const ModelFactory& f, const io::Checkpoint& ckpt) {
   o.arch = arch;
   o.mode = meta(ckpt, f, "mode");
   if (o.mode != "fp32" && o.mode != "qat")
-    throw io::CheckpointError(ckpt.info.source,
-                              "metadata 'mode' = '" + detail::printable(o.mode) + "' is neither fp32 nor qat");
+    throw io::CheckpointError(ckpt.info.source, "metadata 'mode' = '" + detail::printable(o.mode) +
+                                                    "' is neither fp32 nor qat");
   if (o.mode == "qat") {
     o.qconfig = meta(ckpt, f, "qconfig");
     const auto names = quant::QConfigRegistry().names();
     if (std::find(names.begin(), names.end(), o.qconfig) == names.end())
-      throw io::CheckpointError(ckpt.info.source,
-                                "metadata 'qconfig' = '" + detail::printable(o.qconfig) + "' is not a QAT config");
+      throw io::CheckpointError(
+          ckpt.info.source,
+          "metadata 'qconfig' = '" + detail::printable(o.qconfig) + "' is not a QAT config");
   }
   o.rules = split(meta(ckpt, f, "rules"), ';');
 }
@@ -299,7 +303,9 @@ int run_program(Options o, const ModelFactory& factory) {
 
   quant::PrepareReport prepared;
   nn::ModulePtr model = build_model(o, factory, &prepared);
-  if (int8_file) quant::convert(*model, example_input(factory), {.require_calibrated = false});  // the file brings the qparams
+  if (int8_file)
+    quant::convert(*model, example_input(factory),
+                   {.require_calibrated = false});  // the file brings the qparams
   if (from)
     io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
 
@@ -310,8 +316,9 @@ int run_program(Options o, const ModelFactory& factory) {
   if (o.eval_only) {
     QAT_REQUIRE(from.has_value(), "--eval-only", "needs --load PATH");
     const Eval e = evaluate(*model, test, factory.flatten_input);
-    js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \"" << meta(*from, factory, "kind")
-       << "\", \"test_acc\": " << e.accuracy << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
+    js << ", \"checkpoint\": \"" << from->info.source << "\", \"kind\": \""
+       << meta(*from, factory, "kind") << "\", \"test_acc\": " << e.accuracy
+       << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
     if (o.json)
       std::cout << js.str() << std::endl;
     else
@@ -331,11 +338,11 @@ int run_program(Options o, const ModelFactory& factory) {
     QAT_REQUIRE(from->training.has_value(), "--resume", "'", o.resume, "' holds no training state");
     const io::TrainingState& ts = *from->training;
     if (ts.epoch < 0 || ts.epoch > kMaxEpochs)
-      throw io::CheckpointError(o.resume, detail::concat("training epoch ", ts.epoch, " is not in [0, ",
-                                                         kMaxEpochs, "]"));
+      throw io::CheckpointError(
+          o.resume, detail::concat("training epoch ", ts.epoch, " is not in [0, ", kMaxEpochs, "]"));
     if (ts.global_step < 0)
-      throw io::CheckpointError(o.resume, detail::concat("training global_step ", ts.global_step,
-                                                         " is negative"));
+      throw io::CheckpointError(o.resume,
+                                detail::concat("training global_step ", ts.global_step, " is negative"));
     const auto lr = from->optimizer ? from->optimizer->hyperparameters.find("lr")
                                     : std::map<std::string, double>::const_iterator();
     if (from->optimizer && lr != from->optimizer->hyperparameters.end() && !(lr->second <= kMaxLr))
@@ -456,7 +463,9 @@ int run_program(Options o, const ModelFactory& factory) {
     js << ", \"onnx_opset\": " << r.opset << ", \"onnx_bytes\": " << r.bytes;
     if (!o.json) std::cerr << "onnx export to " << o.export_onnx << ":\n" << r.table();
 #else
-    throw Error("--export-onnx: this build has no ONNX export (install libonnx-dev and libprotobuf-dev, rebuild)");
+    throw Error(
+        "--export-onnx: this build has no ONNX export (install libonnx-dev and libprotobuf-dev, "
+        "rebuild)");
 #endif
   }
   if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
@@ -492,8 +501,9 @@ CLI::Validator bounded(T lo, T hi, bool lo_open = false) {
           v = std::strtod(text.c_str(), &end);
           ok = !text.empty() && end == text.c_str() + text.size() && std::isfinite(v);
         }
-        if (!ok) return "'" + detail::printable(text) + "' is not a " +
-                        (std::is_integral_v<T> ? "whole" : "finite") + " number";
+        if (!ok)
+          return "'" + detail::printable(text) + "' is not a " +
+                 (std::is_integral_v<T> ? "whole" : "finite") + " number";
         if (v < lo || v > hi || (lo_open && v == lo)) return "'" + text + "' is not in " + range;
         return "";
       },
@@ -521,14 +531,17 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--rule", o.rules,
                  "per-layer QAT config, repeatable: NAME=CONFIG, GLOB=CONFIG or type:TYPE=CONFIG "
                  "(CONFIG may be 'skip')");
-  app.add_option("--epochs", o.epochs,
-                 "training epochs (the total, also with --resume; 0: evaluate and save the model as it is)")
+  app.add_option(
+         "--epochs", o.epochs,
+         "training epochs (the total, also with --resume; 0: evaluate and save the model as it is)")
       ->check(bounded(0, kMaxEpochs))
       ->capture_default_str();
   app.add_option("--batch", o.batch, "batch size")
       ->check(bounded<std::int64_t>(1, 1000000))
       ->capture_default_str();
-  app.add_option("--lr", o.lr, "learning rate")->check(bounded(0.0, kMaxLr, true))->capture_default_str();
+  app.add_option("--lr", o.lr, "learning rate")
+      ->check(bounded(0.0, kMaxLr, true))
+      ->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")
       ->check(bounded(0.0, 1.0))
       ->capture_default_str();
@@ -564,8 +577,9 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")
       ->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
-  auto* onnx = app.add_option("--export-onnx", o.export_onnx,
-                              "write the trained QAT model to PATH as ONNX (QuantizeLinear/DequantizeLinear)");
+  auto* onnx =
+      app.add_option("--export-onnx", o.export_onnx,
+                     "write the trained QAT model to PATH as ONNX (QuantizeLinear/DequantizeLinear)");
   app.add_flag("--onnx-int8", o.onnx_int8, "with --export-onnx: int8 weight initializers (smaller file)")
       ->needs(onnx);
   try {

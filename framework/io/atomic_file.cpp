@@ -153,20 +153,18 @@ void check_writable(const std::string& path) {
   const fs::path target(path);
   if (path.empty()) throw CheckpointError(path, "cannot save: the path is empty");
   std::error_code ec;
-  if (fs::is_directory(target, ec))
-    throw CheckpointError(path, "cannot save: it is a directory");
+  if (fs::is_directory(target, ec)) throw CheckpointError(path, "cannot save: it is a directory");
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   if (!fs::is_directory(dir, ec))
     throw CheckpointError(path, "cannot save: directory '" + dir.string() + "' does not exist");
-  const std::string probe = (dir / ("." + target.filename().string() + ".probe-" +
-                                    std::to_string(::getpid())))
-                                .string();
+  const std::string probe =
+      (dir / ("." + target.filename().string() + ".probe-" + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     const int err = errno;
     if (err != EEXIST)
-      throw CheckpointError(path, "cannot save: cannot create a file in '" + dir.string() +
-                                      "': " + std::strerror(err));
+      throw CheckpointError(
+          path, "cannot save: cannot create a file in '" + dir.string() + "': " + std::strerror(err));
     return;  // a probe of ours already there: the directory takes files
   }
   ::close(fd);

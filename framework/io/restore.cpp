@@ -223,8 +223,8 @@ void restore_optimizer(optim::Optimizer& opt, const Checkpoint& ckpt) {
   if (!ckpt.optimizer) throw CheckpointError(source, "holds no optimizer state");
   const OptimizerState& saved = *ckpt.optimizer;
   if (saved.kind != opt.kind())
-    throw CheckpointError(
-        source, concat("holds state of a '", printable(saved.kind), "' optimizer, not '", opt.kind(), "'"));
+    throw CheckpointError(source, concat("holds state of a '", printable(saved.kind),
+                                         "' optimizer, not '", opt.kind(), "'"));
   std::vector<std::string> problems;
   const auto current = opt.hyperparameters();
   for (const auto& [name, value] : current) {

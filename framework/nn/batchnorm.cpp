@@ -41,8 +41,7 @@ std::string BatchNorm2d::extra_repr() const {
 // varied); the counter only grows.
 void BatchNorm2d::check_state(const StateView& state, std::vector<std::string>& problems) const {
   check::finite(problems, state, "running_mean");
-  check::in_range(problems, state, "running_var", 0, std::numeric_limits<double>::max(),
-                  "a variance");
+  check::in_range(problems, state, "running_var", 0, std::numeric_limits<double>::max(), "a variance");
   check::in_range(problems, state, "num_batches_tracked", 0,
                   static_cast<double>(std::numeric_limits<std::int64_t>::max()), "a batch count");
 }

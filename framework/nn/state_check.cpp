@@ -65,24 +65,29 @@ void satisfies(Problems& p, const StateView& state, const std::string& name,
 }
 
 void finite(Problems& p, const StateView& state, const std::string& name) {
-  scan(p, state, name, [](double v) { return std::isfinite(v); }, [] { return std::string("not finite"); });
+  scan(
+      p, state, name, [](double v) { return std::isfinite(v); },
+      [] { return std::string("not finite"); });
 }
 
 void in_range(Problems& p, const StateView& state, const std::string& name, double lo, double hi,
               std::string_view what) {
-  scan(p, state, name, [lo, hi](double v) { return v >= lo && v <= hi; },
-       [&] { return concat("not ", what, " in [", value_text(lo), ", ", value_text(hi), "]"); });
+  scan(
+      p, state, name, [lo, hi](double v) { return v >= lo && v <= hi; },
+      [&] { return concat("not ", what, " in [", value_text(lo), ", ", value_text(hi), "]"); });
 }
 
 void flag(Problems& p, const StateView& state, const std::string& name) {
-  scan(p, state, name, [](double v) { return v == 0 || v == 1; },
-       [] { return std::string("a switch must be 0 or 1"); });
+  scan(
+      p, state, name, [](double v) { return v == 0 || v == 1; },
+      [] { return std::string("a switch must be 0 or 1"); });
 }
 
 void equals(Problems& p, const StateView& state, const std::string& name, double value,
             std::string_view why) {
-  scan(p, state, name, [value](double v) { return v == value; },
-       [&] { return concat("must be ", value_text(value), " (", why, ")"); });
+  scan(
+      p, state, name, [value](double v) { return v == value; },
+      [&] { return concat("must be ", value_text(value), " (", why, ")"); });
 }
 
 }  // namespace qat::nn::check

@@ -35,16 +35,19 @@ std::string printable(std::string_view text) {
       continue;
     }
     // A well-formed UTF-8 sequence (no overlongs, surrogates or C1 controls) passes whole.
-    std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    std::size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                      : c >= 0xe0 && c <= 0xef ? 3
+                      : c >= 0xf0 && c <= 0xf4 ? 4
+                                               : 0;
     bool ok = len != 0 && i + len <= n;
     for (std::size_t k = 1; ok && k < len; ++k) ok = (s[i + k] & 0xc0) == 0x80;
     if (ok) {
       const unsigned char c1 = s[i + 1];
-      if (c == 0xc2 && c1 < 0xa0) ok = false;                  // U+0080..U+009F: C1 controls
-      if (c == 0xe0 && c1 < 0xa0) ok = false;                  // overlong
-      if (c == 0xed && c1 >= 0xa0) ok = false;                 // surrogates
-      if (c == 0xf0 && c1 < 0x90) ok = false;                  // overlong
-      if (c == 0xf4 && c1 >= 0x90) ok = false;                 // > U+10FFFF
+      if (c == 0xc2 && c1 < 0xa0) ok = false;   // U+0080..U+009F: C1 controls
+      if (c == 0xe0 && c1 < 0xa0) ok = false;   // overlong
+      if (c == 0xed && c1 >= 0xa0) ok = false;  // surrogates
+      if (c == 0xf0 && c1 < 0x90) ok = false;   // overlong
+      if (c == 0xf4 && c1 >= 0x90) ok = false;  // > U+10FFFF
     }
     if (!ok) {
       escape(c);

@@ -16,7 +16,8 @@ int default_threads() {
   if (const char* env = std::getenv("QAT_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > kMaxThreads) {
-      std::fprintf(stderr, "qat: QAT_NUM_THREADS=%d is above %d; using %d\n", n, kMaxThreads, kMaxThreads);
+      std::fprintf(stderr, "qat: QAT_NUM_THREADS=%d is above %d; using %d\n", n, kMaxThreads,
+                   kMaxThreads);
       return kMaxThreads;
     }
     if (n > 0) return n;
@@ -39,7 +40,8 @@ int& threads() {
 
 void set_num_threads(int n) {
   // libgomp gives each thread a stack: 100000 threads overflow the address space (a segfault).
-  QAT_REQUIRE(n >= 1 && n <= kMaxThreads, "set_num_threads", "n must be in 1..", kMaxThreads, ", got ", n);
+  QAT_REQUIRE(n >= 1 && n <= kMaxThreads, "set_num_threads", "n must be in 1..", kMaxThreads, ", got ",
+              n);
   threads() = n;
 #ifdef _OPENMP
   omp_set_num_threads(n);

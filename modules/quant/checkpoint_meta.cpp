@@ -64,7 +64,8 @@ std::string quant_load_hint(nn::Module& model, const io::Checkpoint& ckpt, const
 // The "quant.<quantizer>" -> "<type> <spec>" metadata (quantization_metadata) parsed strictly and
 // compared with the model's quantizer of that name, so that a checkpoint whose recorded
 // quantization differs from the model's (another qconfig, a corrupt or crafted file) is refused.
-void quant_load_check(nn::Module& model, const io::Checkpoint& ckpt, std::vector<std::string>& problems) {
+void quant_load_check(nn::Module& model, const io::Checkpoint& ckpt,
+                      std::vector<std::string>& problems) {
   std::map<std::string, const Quantizer*> in_model;
   std::set<std::string> kinds{"FakeQuantize", "FP8FakeQuantize", "LearnableFakeQuantize",
                               "LearnableAmaxFakeQuantize"};
@@ -81,7 +82,8 @@ void quant_load_check(nn::Module& model, const io::Checkpoint& ckpt, std::vector
     if (!kinds.count(kind)) {
       std::string known;
       for (const auto& k : kinds) known += (known.empty() ? "" : ", ") + k;
-      problems.push_back(concat(where, "unknown quantizer kind '", printable(kind), "' (known: ", known, ")"));
+      problems.push_back(
+          concat(where, "unknown quantizer kind '", printable(kind), "' (known: ", known, ")"));
       continue;
     }
     QuantSpec spec;

@@ -19,9 +19,10 @@ namespace detail {
 
 thread_local bool g_require_calibrated = true;
 
-RequireCalibrated::RequireCalibrated(bool on) : prev_(g_require_calibrated) { g_require_calibrated = on; }
+RequireCalibrated::RequireCalibrated(bool on) : prev_(g_require_calibrated) {
+  g_require_calibrated = on;
+}
 RequireCalibrated::~RequireCalibrated() { g_require_calibrated = prev_; }
-
 
 // An activation quantizer's 8-bit grid as uint8 storage: signed codes shift by 128.
 ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std::string& who) {
@@ -90,9 +91,10 @@ Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::i
   for (std::int64_t o = 0; o < b.numel(); ++o) {
     const double v =
         std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
-    QAT_REQUIRE(std::fabs(v) <= room, "convert", "layer '", who, "': bias[", o, "] = ", b.data<float>()[o],
-                " is ", v, " accumulator units (s_in ", s_in, " x s_w ", w_scale.data<float>()[o],
-                "), beyond the int32 room of ", room, " for ", K, " products (a diverged model?)");
+    QAT_REQUIRE(std::fabs(v) <= room, "convert", "layer '", who, "': bias[", o,
+                "] = ", b.data<float>()[o], " is ", v, " accumulator units (s_in ", s_in, " x s_w ",
+                w_scale.data<float>()[o], "), beyond the int32 room of ", room, " for ", K,
+                " products (a diverged model?)");
     q.data<std::int32_t>()[o] = static_cast<std::int32_t>(v);
   }
   return q;
@@ -104,7 +106,8 @@ void require_finite(const Tensor& t, const std::string& who, const char* what, c
   const ::qat::detail::NonFinite nf = ::qat::detail::find_nonfinite(t);
   QAT_REQUIRE(nf.count == 0, "convert", "layer '", who, "': ", what,
               ::qat::detail::index_text(t.shape(), nf.first), note, " = ", nf.value, " is not finite (",
-              nf.count, " of ", t.numel(), " values; the model diverged? optim/divergence.h stops "
+              nf.count, " of ", t.numel(),
+              " values; the model diverged? optim/divergence.h stops "
               "training at the first such step)");
 }
 
@@ -118,16 +121,14 @@ Folded fold(const ConvBn2d& cb) {
                     std::sqrt(bn.running_var().data<float>()[o] + static_cast<float>(bn.eps()));
     for (std::int64_t k = 0; k < K; ++k) f.weight.data<float>()[o * K + k] *= s;
     const float b = cb.bias().defined() ? cb.bias().data<float>()[o] : 0.0f;
-    f.bias.data<float>()[o] =
-        (b - bn.running_mean().data<float>()[o]) * s + bn.bias().data<float>()[o];
+    f.bias.data<float>()[o] = (b - bn.running_mean().data<float>()[o]) * s + bn.bias().data<float>()[o];
   }
   return f;
 }
 
 // The int8 layer for a QAT layer whose input is quantized as `in`, and its output quantization.
-std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer,
-                                                            const ActivationQuant& in,
-                                                            const std::string& full) {
+std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer, const ActivationQuant& in,
+                                                     const std::string& full) {
   const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
   const Folded f = cb ? fold(*cb) : Folded{layer.weight(), layer.bias()};
   const char* note = cb ? " (folded with batch norm)" : "";
@@ -138,14 +139,14 @@ std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer,
       quantize_bias(f.bias, w.scale, in.quant.scale, f.weight.numel() / f.weight.size(0), full);
   const ActivationQuant out = activation_quant(layer.activation_fake_quant(), full);
   if (dynamic_cast<const QuantLinear*>(&layer))
-    return {std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu()),
-            out};
+    return {
+        std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu()),
+        out};
   const Conv2dParams params = cb ? cb->params() : static_cast<const QuantConv2d&>(layer).params();
   return {std::make_shared<QuantizedConv2d>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu(),
                                             params),
           out};
 }
-
 
 void require_prepared(nn::Module& model) {
   for (auto& [name, m] : model.named_modules())
@@ -206,7 +207,8 @@ struct Converter {
       } else if (type == "DeQuantStub") {
         record(&parent, name, full, child, std::make_shared<Dequantize>());
         flow.reset();
-      } else if (auto layer = std::dynamic_pointer_cast<QatLayer>(child); layer && layer->has_quantizers()) {
+      } else if (auto layer = std::dynamic_pointer_cast<QatLayer>(child);
+                 layer && layer->has_quantizers()) {
         require_quantized_input(flow, full);
         auto [q, out] = detail::int8_layer(*layer, *flow, full);
         record(&parent, name, full, child, q);
@@ -230,14 +232,15 @@ struct Converter {
       } else if (auto avg = std::dynamic_pointer_cast<nn::AvgPool2d>(child)) {
         record(&parent, name, full, child, std::make_shared<QuantizedAvgPool2d>(avg->params()));
       } else if (auto ada = std::dynamic_pointer_cast<nn::AdaptiveAvgPool2d>(child)) {
-        record(&parent, name, full, child, std::make_shared<QuantizedAdaptiveAvgPool2d>(ada->output_size()));
+        record(&parent, name, full, child,
+               std::make_shared<QuantizedAdaptiveAvgPool2d>(ada->output_size()));
       } else if (type == "Dropout") {
         record(&parent, name, full, child, std::make_shared<nn::Identity>());
       } else if (type != "Flatten" && type != "Identity") {  // shape-only layers pass through
-        throw Error(
-            qat::detail::concat("convert: layer '", full, "' (", type,
-                           ") inside the quantized "
-                           "region has no int8 version; end the region with a DeQuantStub before it"));
+        throw Error(qat::detail::concat(
+            "convert: layer '", full, "' (", type,
+            ") inside the quantized "
+            "region has no int8 version; end the region with a DeQuantStub before it"));
       }
     }
     return flow;
@@ -246,7 +249,6 @@ struct Converter {
   static void require_quantized_input(const Flow& flow, const std::string& full) {
     QAT_REQUIRE(flow, "convert", "layer '", full, "' receives a float input; put a QuantStub before it");
   }
-
 };
 
 // Whether a Flatten child flattens (N, ...) into (N, rest) (probed on a small tensor).

@@ -2,7 +2,6 @@
 // calibrations on it. The histogram updates and the MSE search reproduce PyTorch's float32
 // arithmetic operation by operation, so the histogram and the MSE qparams match it bit for bit.
 #include "modules/quant/histogram_observer.h"
-#include "framework/nn/state_check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,8 @@
 #include <sstream>
 #include <utility>
 #include <vector>
+
+#include "framework/nn/state_check.h"
 
 namespace qat::quant {
 
@@ -493,7 +494,6 @@ std::string HistogramObserver::extra_repr() const {
   }
   return s;
 }
-
 
 void HistogramObserver::check_state(const StateView& state, std::vector<std::string>& problems) const {
   Observer::check_state(state, problems);

@@ -37,9 +37,9 @@ std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::in
 /// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Inference layers keep one
 /// per weight; it is not saved in checkpoints.
 struct PackedWeights {
-  std::int64_t O = 0, K = 0, steps = 0;  ///< steps of 2 or 4 k values per 16-channel block
+  std::int64_t O = 0, K = 0, steps = 0;      ///< steps of 2 or 4 k values per 16-channel block
   std::int64_t pieces = 1, piece_steps = 0;  ///< K = pieces runs of K / pieces, each padded
-  int format = -1;                       ///< kernels::PackFormat
+  int format = -1;                           ///< kernels::PackFormat
   std::vector<std::uint8_t> data;
   std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
   /// Whether the current CPU path (cpu::isa()) reads this packing.

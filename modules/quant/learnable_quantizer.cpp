@@ -256,16 +256,21 @@ void check_learnable_scale(const nn::Module::StateView& state, const char* name,
 }
 }  // namespace
 
-void LearnableFakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
+void LearnableFakeQuantize::check_state(const StateView& state,
+                                        std::vector<std::string>& problems) const {
   Quantizer::check_state(state, problems);
   nn::check::flag(problems, state, "learning_enabled");
   nn::check::in_range(problems, state, "warmup_seen", 0, 9.2e18, "a batch count");
   check_learnable_scale(state, "scale", problems);
-  const auto qmin = static_cast<double>(spec_.quant_min()), qmax = static_cast<double>(spec_.quant_max());
+  const auto qmin = static_cast<double>(spec_.quant_min()),
+             qmax = static_cast<double>(spec_.quant_max());
   if (spec_.symmetric) {
     const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
-    nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
-                         [&] { return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str()); });
+    nn::check::satisfies(
+        problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
+        [&] {
+          return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str());
+        });
   } else {
     constexpr double kSlack = 1 << 24;  // float32 integers are exact below 2^24
     nn::check::in_range(problems, state, "zero_point", qmin - kSlack, qmax + kSlack,

@@ -175,7 +175,6 @@ void double_quantize_scales(Tensor& scale, int bits) {
   for (std::int64_t i = 0; i < scale.numel(); ++i) s[i] = std::max(std::nearbyint(s[i] / s2), 1.0f) * s2;
 }
 
-
 // A pair is either a recorded range or the initial (+inf, -inf); anything else (NaN, min > max,
 // one infinite end) came from a corrupt file and would poison calculate_qparams.
 void Observer::check_state(const StateView& state, std::vector<std::string>& problems) const {
@@ -183,8 +182,8 @@ void Observer::check_state(const StateView& state, std::vector<std::string>& pro
   const Tensor* mx = nn::check::find(state, "max_val");
   if (mn == nullptr || mx == nullptr) return;
   if (mn->shape() != mx->shape() || mn->dtype() != DType::Float32 || mx->dtype() != DType::Float32) {
-    problems.push_back(qat::detail::concat("min_val ", dtype_name(mn->dtype()), mn->shape(), " and max_val ",
-                                           dtype_name(mx->dtype()), mx->shape(),
+    problems.push_back(qat::detail::concat("min_val ", dtype_name(mn->dtype()), mn->shape(),
+                                           " and max_val ", dtype_name(mx->dtype()), mx->shape(),
                                            ": must be float32 of one shape"));
     return;
   }

@@ -36,7 +36,6 @@ class Observer : public nn::Module {
   /// kMaxScale, or the never-observed (+inf, -inf).
   void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
-
  protected:
   /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks
   /// parameters never observed before.

@@ -1,7 +1,7 @@
 #include "modules/quant/qat_layers.h"
 
-#include "framework/nn/state_check.h"
 #include "framework/autograd/ops.h"
+#include "framework/nn/state_check.h"
 #include "modules/quant/fake_quant.h"
 
 namespace qat::quant {
@@ -162,7 +162,6 @@ Tensor QuantPool::forward(const Tensor& x) {
   if (!input_quantizer_->fake_quant_enabled() || !input_quantizer_->calibrated()) return y;
   return fake_quantize(y, input_quantizer_->qparams(), input_quantizer_->spec());
 }
-
 
 void ConvBn2d::check_state(const StateView& state, std::vector<std::string>& problems) const {
   nn::check::flag(problems, state, "freeze_bn");

@@ -28,8 +28,9 @@ class QatLayer : public nn::Module {
   bool has_quantizers() const { return weight_fq_ || act_fq_; }
   /// A new layer of the same kind sharing this one's parameters (and batch norm) with the given
   /// quantizers: how prepare_qat quantizes a layer that fuse_modules fused in float.
-  virtual std::shared_ptr<QatLayer> with_quantizers(std::shared_ptr<Quantizer> weight_fake_quant,
-                                                    std::shared_ptr<Quantizer> activation_fake_quant) const = 0;
+  virtual std::shared_ptr<QatLayer> with_quantizers(
+      std::shared_ptr<Quantizer> weight_fake_quant,
+      std::shared_ptr<Quantizer> activation_fake_quant) const = 0;
 
  protected:
   QatLayer(std::string type, const Tensor& weight, const Tensor& bias, bool fused_relu);
@@ -52,8 +53,9 @@ class QuantLinear : public QatLayer {
               std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
   QuantLinear(const Tensor& weight, const Tensor& bias, std::shared_ptr<Quantizer> weight_fake_quant,
               std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu);
-  std::shared_ptr<QatLayer> with_quantizers(std::shared_ptr<Quantizer> weight_fake_quant,
-                                            std::shared_ptr<Quantizer> activation_fake_quant) const override;
+  std::shared_ptr<QatLayer> with_quantizers(
+      std::shared_ptr<Quantizer> weight_fake_quant,
+      std::shared_ptr<Quantizer> activation_fake_quant) const override;
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   std::int64_t in_features() const { return weight_.size(1); }
@@ -68,8 +70,9 @@ class QuantConv2d : public QatLayer {
   QuantConv2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
               std::shared_ptr<Quantizer> weight_fake_quant,
               std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu);
-  std::shared_ptr<QatLayer> with_quantizers(std::shared_ptr<Quantizer> weight_fake_quant,
-                                            std::shared_ptr<Quantizer> activation_fake_quant) const override;
+  std::shared_ptr<QatLayer> with_quantizers(
+      std::shared_ptr<Quantizer> weight_fake_quant,
+      std::shared_ptr<Quantizer> activation_fake_quant) const override;
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   const Conv2dParams& params() const { return params_; }
@@ -91,8 +94,9 @@ class ConvBn2d : public QatLayer {
   ConvBn2d(const Tensor& weight, const Tensor& bias, const Conv2dParams& params,
            std::shared_ptr<nn::BatchNorm2d> bn, std::shared_ptr<Quantizer> weight_fake_quant,
            std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu);
-  std::shared_ptr<QatLayer> with_quantizers(std::shared_ptr<Quantizer> weight_fake_quant,
-                                            std::shared_ptr<Quantizer> activation_fake_quant) const override;
+  std::shared_ptr<QatLayer> with_quantizers(
+      std::shared_ptr<Quantizer> weight_fake_quant,
+      std::shared_ptr<Quantizer> activation_fake_quant) const override;
   Tensor forward(const Tensor& x) override;
   void train(bool on = true) override;
   std::string extra_repr() const override;

@@ -126,7 +126,8 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
 
 // Partial sums start at bias - zx rowsum(w) and add products x w: with x, zx in [0, 255] and
 // |w| <= 128 every partial sum is within |bias| + 2 * 255 * 128 * K of zero.
-void QuantizedWeightLayer::check_state(const StateView& state, std::vector<std::string>& problems) const {
+void QuantizedWeightLayer::check_state(const StateView& state,
+                                       std::vector<std::string>& problems) const {
   detail::check_output_state(state, problems);
   detail::check_input_state(state, "input_scale", "input_zero_point", problems);
   nn::check::scale(problems, state, "weight_scale");
@@ -139,9 +140,12 @@ void QuantizedWeightLayer::check_state(const StateView& state, std::vector<std::
                                              " products per output overflow int32 accumulation"));
     return;
   }
-  nn::check::satisfies(problems, state, "bias", [room](double b) { return b >= -room && b <= room; }, [&] {
-    return ::qat::detail::concat("not an int32 bias for ", K, " products (|bias| + 65280 K <= 2^31 - 1)");
-  });
+  nn::check::satisfies(
+      problems, state, "bias", [room](double b) { return b >= -room && b <= room; },
+      [&] {
+        return ::qat::detail::concat("not an int32 bias for ", K,
+                                     " products (|bias| + 65280 K <= 2^31 - 1)");
+      });
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {
@@ -462,7 +466,8 @@ QuantizedAvgPool2d::QuantizedAvgPool2d(const Pool2dParams& params)
 }
 
 Tensor QuantizedAvgPool2d::forward(const Tensor& x) {
-  QAT_REQUIRE(x.defined() && x.dim() == 4, "QuantizedAvgPool2d", "expects a quantized uint8 (N, C, H, W) input, got ",
+  QAT_REQUIRE(x.defined() && x.dim() == 4, "QuantizedAvgPool2d",
+              "expects a quantized uint8 (N, C, H, W) input, got ",
               x.defined() ? x.str() : "an undefined tensor");
   const Pair k = params_.kernel, p = params_.padding;
   const std::int64_t H = x.size(2), W = x.size(3);

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
-#include "framework/nn/state_check.h"
 #include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
@@ -53,7 +53,8 @@ void Quantizer::refuse_nonfinite_input(const Tensor& x, const char* why) const {
   const std::string e = qat::detail::concat(
       label_.empty() ? type_name() : qat::detail::concat(type_name(), " '", label_, "'"), ": input",
       qat::detail::index_text(x.shape(), bad.first), " = ", nn::check::value_text(bad.value),
-      x.numel() > 1 ? qat::detail::concat(" (", bad.count, " of ", x.numel(), " values are not finite)") : "",
+      x.numel() > 1 ? qat::detail::concat(" (", bad.count, " of ", x.numel(), " values are not finite)")
+                    : "",
       why);
   if (const optim::DivergenceGuard* guard = optim::DivergenceGuard::current())
     guard->fail(optim::DivergenceError::Kind::Forward, label_.empty() ? type_name() : label_, e);
@@ -105,8 +106,9 @@ Tensor FakeQuantize::forward(const Tensor& x) {
       zero_point_.copy_(q.zero_point);
     }
   } else if (is_training() && fake_quant_enabled()) {  // (an observing forward refuses NaN already)
-    refuse_nonfinite_input(x, " in training with the observer off (NaN / inf data or activations, which "
-                              "quantize to quant_min / quant_max and would hide from the loss)");
+    refuse_nonfinite_input(x,
+                           " in training with the observer off (NaN / inf data or activations, which "
+                           "quantize to quant_min / quant_max and would hide from the loss)");
   }
   if (!fake_quant_enabled()) return x;
   return fake_quantize(x, {scale_, zero_point_}, spec_);
@@ -145,7 +147,6 @@ QParams FP8FakeQuantize::qparams() const {
   return {scale_.clone(), Tensor::zeros(scale_.shape(), DType::Int32)};
 }
 
-
 // ---- state checks (Module::check_state) --------------------------------------------------------
 
 void Quantizer::check_state(const StateView& state, std::vector<std::string>& problems) const {
@@ -157,16 +158,19 @@ void Quantizer::check_state(const StateView& state, std::vector<std::string>& pr
 void FakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {
   Quantizer::check_state(state, problems);
   nn::check::scale(problems, state, "scale");
-  const auto qmin = static_cast<double>(spec_.quant_min()), qmax = static_cast<double>(spec_.quant_max());
+  const auto qmin = static_cast<double>(spec_.quant_min()),
+             qmax = static_cast<double>(spec_.quant_max());
   if (!spec_.symmetric) {
     nn::check::in_range(problems, state, "zero_point", qmin, qmax, "a zero point of the spec's range");
     return;
   }
   const auto fixed = static_cast<double>(spec_.symmetric_zero_point());
-  nn::check::satisfies(problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; }, [&] {
-    return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str(),
-                               fixed != 0 ? " (or 0 before any observation)" : "");
-  });
+  nn::check::satisfies(
+      problems, state, "zero_point", [fixed](double z) { return z == fixed || z == 0; },
+      [&] {
+        return qat::detail::concat("must be ", fixed, ", the fixed zero point of ", spec_.str(),
+                                   fixed != 0 ? " (or 0 before any observation)" : "");
+      });
 }
 
 void FP8FakeQuantize::check_state(const StateView& state, std::vector<std::string>& problems) const {

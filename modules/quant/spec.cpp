@@ -72,10 +72,12 @@ QuantSpec QuantSpec::parse(const std::string& text) {
   constexpr const char* fn = "QuantSpec::parse";
   static const std::regex grammar(
       "(fp8_e4m3|fp8_e5m2|(u?)int([0-9]{1,2}) (symmetric|affine)( narrow)?)"
-      " (per-tensor|per-channel\\(axis (-?[0-9]{1,2})\\)|per-block\\(([0-9]{1,9}), axis (-?[0-9]{1,2})\\)"
+      " (per-tensor|per-channel\\(axis (-?[0-9]{1,2})\\)|per-block\\(([0-9]{1,9}), axis "
+      "(-?[0-9]{1,2})\\)"
       "( double-quant ([0-9]{1,2})-bit scales)?)");
   std::smatch m;
-  QAT_REQUIRE(text.size() < 200 && std::regex_match(text, m, grammar), fn, "'", qat::detail::printable(text),
+  QAT_REQUIRE(text.size() < 200 && std::regex_match(text, m, grammar), fn, "'",
+              qat::detail::printable(text),
               "' is not a quantization spec (e.g. 'int8 symmetric per-channel(axis 0)', "
               "'uint8 affine per-tensor', 'fp8_e4m3 per-tensor')");
   QuantSpec q;

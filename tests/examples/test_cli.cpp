@@ -236,9 +236,11 @@ BOOST_AUTO_TEST_CASE(divergence_exits_2_keeping_the_last_checkpoint) {
     if (name == "fc1.weight") t = Tensor::full(t.shape(), 3e38);
   io::save(big, path("big.ckpt"));
   const std::string big_bytes = bytes(path("big.ckpt"));
-  const Result resumed = run(base + " --epochs 2 --resume " + path("big.ckpt") + " --save " + path("big.ckpt"));
+  const Result resumed =
+      run(base + " --epochs 2 --resume " + path("big.ckpt") + " --save " + path("big.ckpt"));
   BOOST_TEST(resumed.status == 2);
-  BOOST_TEST(resumed.err.find("mlp_qat: error: divergence at step 3: ") != std::string::npos, resumed.err);
+  BOOST_TEST(resumed.err.find("mlp_qat: error: divergence at step 3: ") != std::string::npos,
+             resumed.err);
   BOOST_TEST(resumed.err.find("'" + path("big.ckpt") + "' is left as it was") != std::string::npos,
              resumed.err);
   BOOST_TEST(bytes(path("big.ckpt")) == big_bytes);
@@ -287,7 +289,8 @@ BOOST_AUTO_TEST_CASE(bad_paths_and_checkpoints_fail_before_training) {
   BOOST_REQUIRE(run(mlp + "--epochs 1 --mode qat --save " + path("q.ckpt")).status == 0);
   const Result int8 = run(mlp + "--load " + path("q.ckpt.int8"));
   BOOST_TEST(int8.status == 2);
-  BOOST_TEST(int8.err.find("is an int8 inference checkpoint; add --eval-only") != std::string::npos, int8.err);
+  BOOST_TEST(int8.err.find("is an int8 inference checkpoint; add --eval-only") != std::string::npos,
+             int8.err);
 
   // crafted copies of q.ckpt: each passes the CRC, each is refused naming the file and the value
   auto crafted = [&](const std::string& name, const std::function<void(io::Checkpoint&)>& edit) {
@@ -299,27 +302,31 @@ BOOST_AUTO_TEST_CASE(bad_paths_and_checkpoints_fail_before_training) {
   const std::string nokind = crafted("nokind.ckpt", [](io::Checkpoint& c) { c.metadata.erase("kind"); });
   const Result r1 = run(mlp + "--eval-only --load " + nokind);
   BOOST_TEST(r1.status == 2);
-  BOOST_TEST(r1.err.find("checkpoint '" + nokind + "': has no 'kind' metadata entry") != std::string::npos, r1.err);
+  BOOST_TEST(
+      r1.err.find("checkpoint '" + nokind + "': has no 'kind' metadata entry") != std::string::npos,
+      r1.err);
 
   const std::string esc =
       crafted("esc.ckpt", [](io::Checkpoint& c) { c.metadata["arch"] = "mlp\x1b]0;owned\x07\r"; });
   const Result r2 = run(mlp + "--eval-only --load " + esc);
   BOOST_TEST(r2.status == 2);
-  BOOST_TEST(r2.err.find("unknown architecture 'mlp\\x1b]0;owned\\x07\\r'") != std::string::npos, r2.err);
+  BOOST_TEST(r2.err.find("unknown architecture 'mlp\\x1b]0;owned\\x07\\r'") != std::string::npos,
+             r2.err);
   BOOST_TEST(r2.err.find('\x1b') == std::string::npos);
 
   const std::string far = crafted("far.ckpt", [](io::Checkpoint& c) { c.training->epoch = 1LL << 40; });
   const Result r3 = run(mlp + "--epochs 3 --resume " + far);
   BOOST_TEST(r3.status == 2);
-  BOOST_TEST(r3.err.find("checkpoint '" + far + "': training epoch 1099511627776 is not in [0, 1000000]") !=
-                 std::string::npos,
+  BOOST_TEST(r3.err.find("checkpoint '" + far +
+                         "': training epoch 1099511627776 is not in [0, 1000000]") != std::string::npos,
              r3.err);
 
   const std::string back =
       crafted("back.ckpt", [](io::Checkpoint& c) { c.training->global_step = INT64_MIN; });
   const Result r4 = run(mlp + "--epochs 3 --resume " + back);
   BOOST_TEST(r4.status == 2);
-  BOOST_TEST(r4.err.find("training global_step -9223372036854775808 is negative") != std::string::npos, r4.err);
+  BOOST_TEST(r4.err.find("training global_step -9223372036854775808 is negative") != std::string::npos,
+             r4.err);
 
   const std::string hot =
       crafted("hot.ckpt", [](io::Checkpoint& c) { c.optimizer->hyperparameters["lr"] = 1e300; });
@@ -339,7 +346,8 @@ BOOST_AUTO_TEST_CASE(bad_paths_and_checkpoints_fail_before_training) {
   });
   const Result r7 = run(mlp + "--eval-only --load " + nan_scale);
   BOOST_TEST(r7.status == 2);
-  BOOST_TEST(r7.err.find("fc1.activation_post_process.scale[0] = nan: not a scale") != std::string::npos, r7.err);
+  BOOST_TEST(r7.err.find("fc1.activation_post_process.scale[0] = nan: not a scale") != std::string::npos,
+             r7.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

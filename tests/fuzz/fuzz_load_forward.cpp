@@ -8,8 +8,9 @@
 // layers chain, so an int8 file whose layer expects another input quantization than its
 // predecessor produces loads, and the layer's forward refuses the input ("input is quantized
 // with ... but the layer was converted for ..."); and finite but huge values may overflow in a
-// training step, which the observers / quantizers refuse as non-finite (divergence detection). Crashes and sanitizer reports (ASan, UBSan incl. float-cast-overflow) are
-// findings. Each model is reset to its pristine state before each input, so runs repeat.
+// training step, which the observers / quantizers refuse as non-finite (divergence detection). Crashes
+// and sanitizer reports (ASan, UBSan incl. float-cast-overflow) are findings. Each model is reset to its
+// pristine state before each input, so runs repeat.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -70,8 +71,8 @@ void run(Subject& s) {
     s.model->eval();
     (void)(*s.model)(x);
   } catch (const Error& e) {
-    if (s.kind != Kind::Int8 || std::string_view(e.what()).find("but the layer was converted for") ==
-                                    std::string_view::npos)
+    if (s.kind != Kind::Int8 ||
+        std::string_view(e.what()).find("but the layer was converted for") == std::string_view::npos)
       finding("eval forward", e);
   } catch (const std::exception& e) {
     finding("eval forward", e);

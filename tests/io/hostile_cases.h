@@ -13,10 +13,10 @@
 
 #include "framework/autograd/ops.h"
 #include "framework/io/io.h"
-#include "framework/optim/sgd.h"
-#include "framework/tensor/random.h"
-#include "framework/tensor/dispatch.h"
 #include "framework/nn/nn.h"
+#include "framework/optim/sgd.h"
+#include "framework/tensor/dispatch.h"
+#include "framework/tensor/random.h"
 #include "modules/quant/quant.h"
 
 namespace qat::test::hostile {
@@ -127,8 +127,11 @@ inline std::vector<Case> cases() {
        [](io::Checkpoint& c) { set(c, "quant.activation_post_process.fake_quant_enabled", 0, 7); },
        V{"quant.activation_post_process.fake_quant_enabled[0] = 7", "0 or 1"}},
       {"qat_min_val_nan.qat", Kind::Qat,
-       [](io::Checkpoint& c) { set(c, "quant.activation_post_process.activation_post_process.min_val", 0, kNaN); },
-       V{"quant.activation_post_process.activation_post_process.min_val[0] = nan", "not a recorded range"}},
+       [](io::Checkpoint& c) {
+         set(c, "quant.activation_post_process.activation_post_process.min_val", 0, kNaN);
+       },
+       V{"quant.activation_post_process.activation_post_process.min_val[0] = nan",
+         "not a recorded range"}},
       {"qat_weight_nan.qat", Kind::Qat, [](io::Checkpoint& c) { set(c, "fc.weight", 7, kNaN); },
        V{"fc.weight[7] = nan", "not finite"}},
       {"qat_weight_inf.qat", Kind::Qat, [](io::Checkpoint& c) { set(c, "conv.weight", 0, -kInf); },
@@ -152,16 +155,25 @@ inline std::vector<Case> cases() {
        },
        V{"conv.bn.num_batches_tracked = -9223372036854775808", "not a batch count"}},
       {"qat_unknown_quantizer_kind.qat", Kind::Qat,
-       [](io::Checkpoint& c) { c.metadata["quant.fc.weight_fake_quant"] = "bogus int8 symmetric per-channel(axis 0)"; },
+       [](io::Checkpoint& c) {
+         c.metadata["quant.fc.weight_fake_quant"] = "bogus int8 symmetric per-channel(axis 0)";
+       },
        V{"metadata 'quant.fc.weight_fake_quant'", "unknown quantizer kind 'bogus'"}},
       {"qat_spec_int40.qat", Kind::Qat,
-       [](io::Checkpoint& c) { c.metadata["quant.fc.weight_fake_quant"] = "FakeQuantize int40 symmetric per-channel(axis 7)"; },
+       [](io::Checkpoint& c) {
+         c.metadata["quant.fc.weight_fake_quant"] = "FakeQuantize int40 symmetric per-channel(axis 7)";
+       },
        V{"metadata 'quant.fc.weight_fake_quant'", "int40", "bits must be in [2, 16]"}},
       {"qat_spec_other_axis.qat", Kind::Qat,
-       [](io::Checkpoint& c) { c.metadata["quant.fc.weight_fake_quant"] = "FakeQuantize int8 symmetric per-channel(axis 7)"; },
-       V{"metadata 'quant.fc.weight_fake_quant'", "the model's quantizer is FakeQuantize int8 symmetric per-channel(axis 0)"}},
+       [](io::Checkpoint& c) {
+         c.metadata["quant.fc.weight_fake_quant"] = "FakeQuantize int8 symmetric per-channel(axis 7)";
+       },
+       V{"metadata 'quant.fc.weight_fake_quant'",
+         "the model's quantizer is FakeQuantize int8 symmetric per-channel(axis 0)"}},
       {"qat_spec_escape_sequence.qat", Kind::Qat,
-       [](io::Checkpoint& c) { c.metadata["quant.fc.weight_fake_quant"] = "bogus\x1b]0;owned\x07\r int8"; },
+       [](io::Checkpoint& c) {
+         c.metadata["quant.fc.weight_fake_quant"] = "bogus\x1b]0;owned\x07\r int8";
+       },
        V{"bogus\\x1b]0;owned\\x07\\r int8"}},
       // ---- QAT checkpoints (int8_lsq) ----
       {"lsq_scale_nan.qat", Kind::Lsq,
@@ -177,16 +189,17 @@ inline std::vector<Case> cases() {
       {"lsq_scale_negative.qat", Kind::Lsq,
        [](io::Checkpoint& c) { set(c, "fc.weight_fake_quant.scale", 0, -0.003); }, V{}},
       // ---- int8 checkpoints (converted from int8_default) ----
-      {"int8_weight_scale_nan.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "fc.weight_scale", 0, kNaN); },
-       V{"fc.weight_scale[0] = nan"}},
-      {"int8_weight_scale_zero.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "fc.weight_scale", 1, 0); },
-       V{"fc.weight_scale[1] = 0"}},
+      {"int8_weight_scale_nan.qat", Kind::Int8,
+       [](io::Checkpoint& c) { set(c, "fc.weight_scale", 0, kNaN); }, V{"fc.weight_scale[0] = nan"}},
+      {"int8_weight_scale_zero.qat", Kind::Int8,
+       [](io::Checkpoint& c) { set(c, "fc.weight_scale", 1, 0); }, V{"fc.weight_scale[1] = 0"}},
       {"int8_weight_scale_negative.qat", Kind::Int8,
        [](io::Checkpoint& c) { set(c, "conv.weight_scale", 0, -1); }, V{"conv.weight_scale[0] = -1"}},
-      {"int8_weight_scale_inf.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "fc.weight_scale", 2, kInf); },
-       V{"fc.weight_scale[2] = inf"}},
+      {"int8_weight_scale_inf.qat", Kind::Int8,
+       [](io::Checkpoint& c) { set(c, "fc.weight_scale", 2, kInf); }, V{"fc.weight_scale[2] = inf"}},
       {"int8_weight_scale_denormal.qat", Kind::Int8,
-       [](io::Checkpoint& c) { set(c, "fc.weight_scale", 0, 1e-45); }, V{"fc.weight_scale[0] = 1.40129846e-45"}},
+       [](io::Checkpoint& c) { set(c, "fc.weight_scale", 0, 1e-45); },
+       V{"fc.weight_scale[0] = 1.40129846e-45"}},
       {"int8_output_range_reversed.qat", Kind::Int8,
        [](io::Checkpoint& c) {
          set(c, "conv.output_range", 0, 255);
@@ -197,13 +210,14 @@ inline std::vector<Case> cases() {
        V{"fc.bias[0] = 2147483647"}},
       {"int8_bias_min.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "conv.bias", 1, -2147483648.0); },
        V{"conv.bias[1] = -2147483648"}},
-      {"int8_zero_point_max.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "conv.zero_point", 0, 2147483647.0); },
+      {"int8_zero_point_max.qat", Kind::Int8,
+       [](io::Checkpoint& c) { set(c, "conv.zero_point", 0, 2147483647.0); },
        V{"conv.output_range = [0, 255], zero_point = 2147483647", "lo <= zero_point <= hi"}},
       {"int8_input_zero_point_min.qat", Kind::Int8,
        [](io::Checkpoint& c) { set(c, "fc.input_zero_point", 0, -2147483648.0); },
        V{"fc.input_zero_point[0] = -2147483648"}},
-      {"int8_quantize_scale_nan.qat", Kind::Int8, [](io::Checkpoint& c) { set(c, "quant.scale", 0, kNaN); },
-       V{"quant.scale[0] = nan"}},
+      {"int8_quantize_scale_nan.qat", Kind::Int8,
+       [](io::Checkpoint& c) { set(c, "quant.scale", 0, kNaN); }, V{"quant.scale[0] = nan"}},
   };
 }
 

@@ -11,7 +11,6 @@
 using namespace qat;
 using namespace qat::test::hostile;
 
-
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: make_hostile_checkpoints <directory> | --list\n";

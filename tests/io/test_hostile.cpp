@@ -57,7 +57,8 @@ BOOST_AUTO_TEST_CASE(every_crafted_checkpoint_is_refused_or_documented_safe) {
       }
       BOOST_TEST(what.find("checkpoint '" + path + "'") == 0u, what);
       BOOST_TEST(what.find("nothing was loaded") != std::string::npos, what);
-      for (const std::string& s : c.expect) BOOST_TEST(what.find(s) != std::string::npos, s << " in: " << what);
+      for (const std::string& s : c.expect)
+        BOOST_TEST(what.find(s) != std::string::npos, s << " in: " << what);
       BOOST_TEST((state_bytes(*m) == before), "the model changed");
       // nothing raw from the file reaches the message
       for (char ch : what) BOOST_TEST((ch == '\n' || static_cast<unsigned char>(ch) >= 0x20), what);
@@ -82,13 +83,15 @@ BOOST_AUTO_TEST_CASE(allow_non_finite_loads_nan_parameters_on_request) {
 
 BOOST_AUTO_TEST_CASE(spec_text_parses_strictly) {
   using quant::QuantSpec;
-  for (const QuantSpec& s : {QuantSpec::weight_per_channel(8, 0), QuantSpec::activation_affine(8),
-                             QuantSpec::weight_per_block(4, 32, -1, 8), QuantSpec::fp8(quant::Format::FP8_E5M2),
-                             QuantSpec{.bits = 8, .narrow_range = true}})
+  for (const QuantSpec& s :
+       {QuantSpec::weight_per_channel(8, 0), QuantSpec::activation_affine(8),
+        QuantSpec::weight_per_block(4, 32, -1, 8), QuantSpec::fp8(quant::Format::FP8_E5M2),
+        QuantSpec{.bits = 8, .narrow_range = true}})
     BOOST_TEST((QuantSpec::parse(s.str()) == s), s.str());
-  for (const char* bad : {"int40 symmetric per-tensor", "int8 symmetric per-tensor ", "int8  symmetric per-tensor",
-                          "uint8 symmetric narrow per-tensor", "int8 symmetric per-channel(axis 99)",
-                          "int8 symmetric per-block(0, axis 0)", "fp8_e4m3 per-block(32, axis 0)", ""})
+  for (const char* bad :
+       {"int40 symmetric per-tensor", "int8 symmetric per-tensor ", "int8  symmetric per-tensor",
+        "uint8 symmetric narrow per-tensor", "int8 symmetric per-channel(axis 99)",
+        "int8 symmetric per-block(0, axis 0)", "fp8_e4m3 per-block(32, axis 0)", ""})
     BOOST_CHECK_THROW(QuantSpec::parse(bad), Error);
 }
 

@@ -1,8 +1,8 @@
 // framework/io: every way a checkpoint file can be bad gives one exact, named error.
-#include <boost/test/unit_test.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -146,7 +146,8 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   BOOST_REQUIRE(at != std::string::npos);
   payload[at + 8] = 1;
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(payload, ArchiveKind::Binary)); }) ==
-             "checkpoint '<memory>': corrupt payload at byte 53: tensor element count " + std::to_string(huge) +
+             "checkpoint '<memory>': corrupt payload at byte 53: tensor element count " +
+                 std::to_string(huge) +
                  " (4 bytes each) exceeds the 15 bytes left");  // metadata and two flags follow
 
   // XML: a count far beyond the text that follows.
@@ -157,17 +158,20 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   std::string more = xml;
   more.replace(count, 16, "<count>99999999999999</count>");
   const std::string msg = error_of([&] { io::from_bytes(wrap_payload(more, ArchiveKind::Xml)); });
-  BOOST_TEST(msg.find("checkpoint '<memory>': corrupt payload at byte 143: tensor count 99999999999999 (1 bytes "
-                      "each) exceeds the ") == 0u,
-             msg);
+  BOOST_TEST(
+      msg.find(
+          "checkpoint '<memory>': corrupt payload at byte 143: tensor count 99999999999999 (1 bytes "
+          "each) exceeds the ") == 0u,
+      msg);
   std::string shape = xml;
   shape.replace(shape.find("<shape>2 4</shape>"), 18, "<shape>4000000000 4000000000 4000000000</shape>");
   BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(shape, ArchiveKind::Xml)); }) ==
              "checkpoint '<memory>': corrupt payload at byte 280: tensor dimensions overflow int64");
   std::string values = xml;
   values.replace(values.find("<data>"), 7, "<data>x ");
-  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(values, ArchiveKind::Xml)); }) ==
-             "checkpoint '<memory>': corrupt payload at byte 284: tensor 'w': 'x' is not a float32 value");
+  BOOST_TEST(
+      error_of([&] { io::from_bytes(wrap_payload(values, ArchiveKind::Xml)); }) ==
+      "checkpoint '<memory>': corrupt payload at byte 284: tensor 'w': 'x' is not a float32 value");
   // A double in XML must be exactly one number.
   io::Checkpoint o;
   o.optimizer = io::OptimizerState{"sgd", {{"lr", 0.1}}, {}};
@@ -191,9 +195,9 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
              "checkpoint '<memory>': corrupt payload at byte 5: checkpoint record version 48 was never "
              "written by qat (this build writes 1)");
   future[1] = 0;
-  BOOST_TEST(
-      error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
-      "checkpoint '<memory>': corrupt payload at byte 5: checkpoint record version 0 was never written by qat");
+  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload(future, ArchiveKind::Binary)); }) ==
+             "checkpoint '<memory>': corrupt payload at byte 5: checkpoint record version 0 was never "
+             "written by qat");
 
   // Boost 1.74 reads past the expected tag name for a longer end tag: refused before parsing.
   std::string tag = xml;
@@ -205,9 +209,10 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   BOOST_TEST(error_of([&] {
                io::from_bytes(wrap_payload(tag, ArchiveKind::Xml));
              }).find("checkpoint '<memory>': truncated or corrupt payload at byte ") == 0u);
-  BOOST_TEST(error_of([&] { io::from_bytes(wrap_payload("", ArchiveKind::Binary)); }) ==
-             "checkpoint '<memory>': truncated or corrupt payload at byte 0 of 0 (binary archive: the data "
-             "ends early or a value is malformed)");
+  BOOST_TEST(
+      error_of([&] { io::from_bytes(wrap_payload("", ArchiveKind::Binary)); }) ==
+      "checkpoint '<memory>': truncated or corrupt payload at byte 0 of 0 (binary archive: the data "
+      "ends early or a value is malformed)");
   // A payload cut short: the byte where decoding stopped, never "input stream error-Success".
   std::string cut = io::to_bytes(c, {.archive = ArchiveKind::Xml}).substr(io::FileHeader::kSize);
   cut.resize(cut.size() / 2);
@@ -216,7 +221,8 @@ BOOST_AUTO_TEST_CASE(absurd_sizes_are_refused_before_allocating) {
   BOOST_TEST(short_xml.find("Success") == std::string::npos, short_xml);
   std::string cut_bin = io::to_bytes(c).substr(io::FileHeader::kSize);
   cut_bin.resize(cut_bin.size() - 3);
-  const std::string short_bin = error_of([&] { io::from_bytes(wrap_payload(cut_bin, ArchiveKind::Binary)); });
+  const std::string short_bin =
+      error_of([&] { io::from_bytes(wrap_payload(cut_bin, ArchiveKind::Binary)); });
   BOOST_TEST(short_bin.find("truncated or corrupt payload at byte ") != std::string::npos, short_bin);
 }
 
@@ -311,9 +317,11 @@ BOOST_AUTO_TEST_CASE(check_writable_refuses_before_any_work) {
   BOOST_TEST(error_of([&] { io::check_writable(dir.path.string()); }) ==
              "checkpoint '" + dir.path.string() + "': cannot save: it is a directory");
   if (::geteuid() != 0) {  // root writes anywhere
-    std::filesystem::permissions(dir.path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
-    BOOST_TEST(error_of([&] { io::check_writable((dir.path / "m.ckpt").string()); }).find("cannot create a file") !=
-               std::string::npos);
+    std::filesystem::permissions(
+        dir.path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    BOOST_TEST(error_of([&] {
+                 io::check_writable((dir.path / "m.ckpt").string());
+               }).find("cannot create a file") != std::string::npos);
     std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all);
   }
 }

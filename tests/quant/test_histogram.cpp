@@ -421,7 +421,9 @@ BOOST_AUTO_TEST_CASE(a_range_too_wide_for_float_bins_is_refused) {
   HistogramObserver obs(QuantSpec::activation_affine(8));
   obs.set_label("fc1.activation_post_process");
   obs.forward(Tensor::from_vector<float>({-1.0f, 2.0f}, Shape{2}));
-  const std::string e = qat::test::error_of([&] { obs.forward(Tensor::from_vector<float>({-3e38f, 3e38f}, Shape{2})); });
+  const std::string e = qat::test::error_of([&] {
+    obs.forward(Tensor::from_vector<float>({-3e38f, 3e38f}, Shape{2}));
+  });
   BOOST_TEST(e.find("'fc1.activation_post_process'") != std::string::npos, e);
   BOOST_TEST(e.find("too wide for float32 histogram bins") != std::string::npos, e);
   BOOST_TEST(obs.min_val().item() == -1.0);  // unchanged

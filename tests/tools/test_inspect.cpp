@@ -253,7 +253,9 @@ BOOST_AUTO_TEST_CASE(names_from_the_file_print_escaped) {
   io::Checkpoint c;
   const std::string evil("w\x1b]0;owned\x07\rfake\0end", 20);
   c.tensors = {{evil, Tensor::ones(Shape{2})}};
-  c.metadata = {{"note\x1b[2J", "value\r\x9b" "31m"}};
+  c.metadata = {{"note\x1b[2J",
+                 "value\r\x9b"
+                 "31m"}};
   const std::string path = dir.file("evil.qat");
   io::save(c, path);
   for (const char* mode : {"", "--json "}) {

@@ -18,8 +18,9 @@ inline Tensor scalar_i(std::int32_t v) { return Tensor::full(Shape{1}, v, DType:
 /// "scale=0.00390485, zero_point=0"; scales that differ only beyond 6 digits print with 9.
 inline std::string quant_str(QuantInfo q) {
   const std::string s = ::qat::detail::concat(q.scale);
-  return ::qat::detail::concat("scale=", std::stod(s) == q.scale ? s : ::qat::detail::concat(std::setprecision(9), q.scale),
-                               ", zero_point=", q.zero_point);
+  return ::qat::detail::concat(
+      "scale=", std::stod(s) == q.scale ? s : ::qat::detail::concat(std::setprecision(9), q.scale),
+      ", zero_point=", q.zero_point);
 }
 /// check_state rules of the int8 modules: the output stage ("scale" in [kMinScale, kMaxScale],
 /// "output_range" {lo, hi} with 0 <= lo <= zero_point <= hi <= 255), and an input quantization
