@@ -12,7 +12,7 @@ ort_version=1.30.0
 
 pkgs=(g++ cmake make pkg-config libxtensor-dev libxtensor-blas-dev libboost-serialization-dev
       libboost-test-dev libhwy-dev libopenblas-dev zlib1g-dev libcli11-dev dataset-fashion-mnist
-      libonnx-dev libprotobuf-dev)
+      libonnx-dev libprotobuf-dev libgloo-dev)
 # node + npm run the exported models in ONNX Runtime; a node that is already on PATH (e.g.
 # nodesource's nodejs, which bundles npm) is kept: Debian's npm package would conflict with it.
 command -v node >/dev/null || pkgs+=(nodejs)

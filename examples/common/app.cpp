@@ -17,6 +17,7 @@
 #include "framework/autograd/ops.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/idx.h"
+#include "framework/distributed/ddp.h"
 #include "framework/io/atomic_file.h"
 #include "framework/io/checkpoint.h"
 #include "framework/io/checkpoint_error.h"
@@ -91,7 +92,7 @@ struct Options {
   double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
   std::uint64_t seed = 0;
   std::string save, load, resume, export_onnx;
-  bool eval_only = false, json = false, onnx_int8 = false;
+  bool eval_only = false, json = false, onnx_int8 = false, distributed = false;
 };
 
 double peak_rss_mb() {
@@ -279,6 +280,18 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
 int run_program(Options o, const ModelFactory& factory) {
   set_num_threads(o.threads);
   manual_seed(o.seed);
+  // --distributed: one replica per process (torchrun's RANK / WORLD_SIZE / MASTER_ADDR /
+  // MASTER_PORT, or mpirun's); --batch is the global batch, split over the replicas. Rank 0
+  // prints, evaluates and writes files.
+  distributed::ProcessGroupPtr group;
+  if (o.distributed) {
+    group = distributed::init_process_group(distributed::GroupOptions::from_env());
+    QAT_REQUIRE(o.batch % group->world_size() == 0, "--batch", "the global batch ", o.batch,
+                " must be a multiple of the world size ", group->world_size());
+    QAT_REQUIRE(!o.eval_only, "--eval-only", "evaluates in one process; drop --distributed");
+  }
+  const int world = group ? group->world_size() : 1;
+  const bool lead = !group || group->rank() == 0;
 
   std::optional<io::Checkpoint> from;  // --load or --resume
   if (!o.load.empty() || !o.resume.empty()) {
@@ -294,11 +307,11 @@ int run_program(Options o, const ModelFactory& factory) {
               "checkpoint to train");
   // Where results go, checked before any training (a bad path would otherwise surface after the
   // first epoch).
-  if (!o.save.empty()) {
+  if (!o.save.empty() && lead) {
     io::check_writable(o.save);
     if (o.mode == "qat") io::check_writable(o.save + ".int8");
   }
-  if (!o.export_onnx.empty()) io::check_writable(o.export_onnx);
+  if (!o.export_onnx.empty() && lead) io::check_writable(o.export_onnx);
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
 
   quant::PrepareReport prepared;
@@ -330,8 +343,12 @@ int run_program(Options o, const ModelFactory& factory) {
   const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
   auto optimizer = make_optimizer(o, *model);
   auto schedule = make_schedule(o, *optimizer);
-  data::DataLoader loader(
-      train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .flatten = factory.flatten_input});
+  data::DataLoader loader(train, {.batch_size = o.batch / world,
+                                 .shuffle = true,
+                                 .seed = o.seed,
+                                 .flatten = factory.flatten_input,
+                                 .num_replicas = world,
+                                 .rank = group ? group->rank() : 0});
   int start_epoch = 0;
   std::int64_t global_step = 0;
   if (!o.resume.empty()) {  // optimizer, schedule, data order and RNG continue where they stopped
@@ -357,7 +374,10 @@ int run_program(Options o, const ModelFactory& factory) {
     io::restore_generators(*from, {{"default", &default_generator()}});
     if (schedule) schedule->set_epoch(start_epoch);
   }
-  if (!o.json) {
+  // after --resume: every replica starts from rank 0's state (they loaded the same file anyway)
+  std::unique_ptr<distributed::DistributedDataParallel> ddp;
+  if (group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, group);
+  if (!o.json && lead) {
     if (!prepared.layers.empty())
       std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepared.table();
     std::cerr << model->summary() << "BLAS: " << detail::blas_info()
@@ -375,13 +395,13 @@ int run_program(Options o, const ModelFactory& factory) {
   for (int epoch = start_epoch + 1; epoch <= o.epochs; ++epoch) {
     model->train();
     apply_freezes(o, *model, epoch);
-    progress.start_epoch(epoch);
+    if (lead) progress.start_epoch(epoch);
     const auto t0 = Clock::now();
     std::int64_t i = 0;
     for (const data::Batch& b : loader) {
       optimizer->zero_grad();
       guard.check_input(b.images);
-      Tensor loss = cross_entropy(model->forward(b.images), b.labels);
+      Tensor loss = cross_entropy(ddp ? ddp->forward(b.images) : model->forward(b.images), b.labels);
       guard.check_loss(loss);
       loss.backward();
       guard.check_gradients();
@@ -389,12 +409,13 @@ int run_program(Options o, const ModelFactory& factory) {
       guard.end_step();
       sum.last_loss = loss.item();
       ++global_step;
-      progress.update(i++, sum.last_loss, b.labels.numel());
+      if (lead) progress.update(i++, sum.last_loss, b.labels.numel() * world);
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     sum.train_seconds += secs;
     ++sum.epochs_run;
     if (schedule) schedule->step();
+    if (!lead) continue;  // rank 0 writes and evaluates; the others go on to the next epoch
     if (!o.save.empty()) {
       save_bytes = save_training(o, factory, *model, prepared, *optimizer, loader, epoch, global_step);
       guard.set_note("the last checkpoint is kept ('" + o.save + "' after epoch " +
@@ -403,6 +424,7 @@ int run_program(Options o, const ModelFactory& factory) {
     test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
+  if (!lead) return 0;
   if (const std::int64_t clamps = quant::learnable_range_clamps(*model))
     std::cerr << "warning: learned LSQ scales / PACT amax were clamped up to 1.19e-07 " << clamps
               << " times in training (the first clamp of each quantizer is reported above); lower the "
@@ -420,6 +442,12 @@ int run_program(Options o, const ModelFactory& factory) {
      << "\", \"seed\": " << o.seed << ", \"cpu\": \"" << cpu::isa_name(cpu::isa()) << "\""
      << ", \"train_s_per_epoch\": " << (sum.epochs_run ? sum.train_seconds / sum.epochs_run : 0.0)
      << ", \"final_loss\": " << sum.last_loss << ", \"test_acc\": " << test_acc;
+  if (ddp) {  // gradient traffic per step: what DDP all-reduced against the gradients' bytes
+    const auto& st = ddp->stats();
+    js << ", \"world_size\": " << world << ", \"allreduce_bytes_per_step\": "
+       << (st.syncs ? st.reduced_bytes / st.syncs : 0) << ", \"gradient_bytes\": " << st.gradient_bytes
+       << ", \"allreduce_wait_s_per_epoch\": " << (sum.epochs_run ? st.wait_seconds / sum.epochs_run : 0.0);
+  }
   if (o.mode == "qat") {
     // The int8 model: a second copy of the trained QAT model, converted to integer inference.
     nn::ModulePtr int8_model = build_model(o, factory);
@@ -577,6 +605,10 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")
       ->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
+  app.add_flag("--distributed", o.distributed,
+               "data-parallel training, one replica per process: start N processes with RANK, "
+               "WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (scripts/launch.sh N ...) or under mpirun; "
+               "--batch is the global batch");
   auto* onnx =
       app.add_option("--export-onnx", o.export_onnx,
                      "write the trained QAT model to PATH as ONNX (QuantizeLinear/DequantizeLinear)");

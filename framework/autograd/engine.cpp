@@ -1,5 +1,7 @@
 #include "framework/autograd/engine.h"
 
+#include <algorithm>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -30,6 +32,24 @@ namespace qat::autograd {
 
 namespace {
 thread_local OpObserver* g_op_observer = nullptr;
+
+std::mutex g_grad_observers_mutex;
+std::vector<GradReadyObserver*> g_grad_observers;
+
+std::vector<GradReadyObserver*> grad_observers() {
+  std::lock_guard lock(g_grad_observers_mutex);
+  return g_grad_observers;
+}
+}  // namespace
+
+void add_grad_ready_observer(GradReadyObserver* observer) {
+  std::lock_guard lock(g_grad_observers_mutex);
+  g_grad_observers.push_back(observer);
+}
+
+void remove_grad_ready_observer(GradReadyObserver* observer) {
+  std::lock_guard lock(g_grad_observers_mutex);
+  std::erase(g_grad_observers, observer);
 }
 
 OpObserverGuard::OpObserverGuard(OpObserver* observer) : prev_(g_op_observer) {
@@ -109,13 +129,22 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   QAT_REQUIRE(seed.shape() == root.shape() && seed.dtype() == root.dtype(), "Tensor::backward",
               "grad_output ", dtype_name(seed.dtype()), seed.shape(), " does not match tensor ",
               dtype_name(root.dtype()), root.shape());
+  const std::vector<GradReadyObserver*> observers = grad_observers();
   if (root.is_leaf()) {
     accumulate_leaf(root, seed);
+    for (GradReadyObserver* o : observers) o->leaf_ready(root.impl_ptr().get());
+    for (GradReadyObserver* o : observers) o->backward_end();
     return;
   }
 
   NoGradGuard no_grad;  // backward functions compose ops without recording them
   const auto order = topological_order(root.impl_ptr());
+  // With observers: how many nodes still to run read each leaf; at 0 its gradient is complete.
+  std::unordered_map<const TensorImpl*, int> readers;
+  if (!observers.empty())
+    for (const auto& impl : order)
+      for (const Tensor& in : impl->grad_fn->inputs)
+        if (in.defined() && in.requires_grad() && in.is_leaf()) ++readers[in.impl_ptr().get()];
   std::unordered_map<const TensorImpl*, Tensor> grads;
   grads.emplace(root.impl_ptr().get(), seed);
   std::vector<Tensor> grad_inputs;
@@ -146,11 +175,16 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       }
       grad_inputs.clear();
     }
+    if (!observers.empty())  // read before the inputs are freed below
+      for (const Tensor& in : node.inputs)
+        if (in.defined() && in.requires_grad() && in.is_leaf() && --readers[in.impl_ptr().get()] == 0)
+          for (GradReadyObserver* o : observers) o->leaf_ready(in.impl_ptr().get());
     if (!retain_graph) {
       node.backward = nullptr;
       node.inputs.clear();
     }
   }
+  for (GradReadyObserver* o : observers) o->backward_end();
 }
 
 }  // namespace qat::autograd

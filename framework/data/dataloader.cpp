@@ -31,6 +31,9 @@ DataLoader::DataLoader(const Dataset& dataset, const Options& options)
     : dataset_(dataset), options_(options), seed_(options.seed) {
   static constexpr const char* fn = "DataLoader";
   QAT_REQUIRE(options.batch_size >= 1, fn, "batch_size must be >= 1, got ", options.batch_size);
+  QAT_REQUIRE(options.num_replicas >= 1, fn, "num_replicas must be >= 1, got ", options.num_replicas);
+  QAT_REQUIRE(options.rank >= 0 && options.rank < options.num_replicas, fn, "rank must be in [0, ",
+              options.num_replicas, "), got ", options.rank);
   require_dtype(dataset.images, DType::UInt8, fn, "dataset.images");
   require_dtype(dataset.labels, DType::UInt8, fn, "dataset.labels");
   const Shape& s = dataset.images.shape();
@@ -52,8 +55,13 @@ DataLoader::DataLoader(const Dataset& dataset, const Options& options)
     sample_shape_ = Shape{1, s[1], s[2]};
 }
 
+std::int64_t DataLoader::shard_size() const {
+  const std::int64_t r = options_.num_replicas;
+  return (dataset_.size() + r - 1) / r;
+}
+
 std::int64_t DataLoader::size() const {
-  const std::int64_t n = dataset_.size(), b = options_.batch_size;
+  const std::int64_t n = shard_size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -70,19 +78,20 @@ void DataLoader::set_state(const State& st) {
 
 void DataLoader::prepare_order() {
   const std::int64_t n = dataset_.size();
-  if (!options_.shuffle) {
-    if (static_cast<std::int64_t>(order_.size()) != n) {
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), 0);
-    }
-    return;
-  }
-  if (order_epoch_ == epoch_ && order_seed_ == seed_) return;
+  if (order_epoch_ == epoch_ && order_seed_ == seed_ && !order_.empty()) return;
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
-  Generator gen(epoch_seed(seed_, epoch_));
-  for (std::int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
-    std::swap(order_[i], order_[gen.below(static_cast<std::uint64_t>(i + 1))]);
+  if (options_.shuffle) {
+    Generator gen(epoch_seed(seed_, epoch_));
+    for (std::int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
+      std::swap(order_[i], order_[gen.below(static_cast<std::uint64_t>(i + 1))]);
+  }
+  if (options_.num_replicas > 1) {  // this replica's positions of the padded order
+    std::vector<std::int64_t> shard(shard_size());
+    for (std::size_t i = 0; i < shard.size(); ++i)
+      shard[i] = order_[(static_cast<std::int64_t>(i) * options_.num_replicas + options_.rank) % n];
+    order_ = std::move(shard);
+  }
   order_epoch_ = epoch_;
   order_seed_ = seed_;
 }
@@ -95,7 +104,7 @@ bool DataLoader::next(Batch& batch) {
   }
   prepare_order();
   const std::int64_t begin = cursor_ * options_.batch_size;
-  const std::int64_t B = std::min(options_.batch_size, dataset_.size() - begin);
+  const std::int64_t B = std::min(options_.batch_size, shard_size() - begin);
   ++cursor_;
 
   // Drop the previous batch first so that the pool hands its buffers straight back.

@@ -34,6 +34,13 @@ class DataLoader {
     bool drop_last = false;  // drop the last batch when it is smaller than batch_size
     std::uint64_t seed = 0;
     bool flatten = false;  // images as (B, features)
+    /// Data-parallel sharding (PyTorch's DistributedSampler): the epoch's order, the same on
+    /// every replica, is padded by wrapping around to a multiple of num_replicas, and replica
+    /// `rank` takes positions rank, rank + num_replicas, ... So every replica has the same
+    /// number of batches, the shards are disjoint (up to the padding), and step s of the replicas
+    /// together sees what one loader with batch_size * num_replicas sees at step s.
+    std::int64_t num_replicas = 1;
+    std::int64_t rank = 0;
   };
 
   /// Where the loader stands: the next batch is batch `batch` of epoch `epoch` under `seed`.
@@ -44,8 +51,8 @@ class DataLoader {
     bool operator==(const State&) const = default;
   };
 
-  /// Keeps a handle on the dataset's tensors (no copy). Throws if batch_size < 1 or the
-  /// dataset is malformed: images not uint8 of rank >= 2, labels not uint8 (N), or a label
+  /// Keeps a handle on the dataset's tensors (no copy). Throws if batch_size < 1, the shard
+  /// (num_replicas, rank) is out of range, or the dataset is malformed: images not uint8 of rank >= 2, labels not uint8 (N), or a label
   /// outside [0, num_classes).
   DataLoader(const Dataset& dataset, const Options& options);
 
@@ -58,8 +65,10 @@ class DataLoader {
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
 
-  /// Batches per epoch.
+  /// Batches per epoch (of this replica's shard).
   std::int64_t size() const;
+  /// Samples per epoch in this replica's shard.
+  std::int64_t shard_size() const;
   std::int64_t epoch() const { return epoch_; }
   /// Moves to the first batch of `epoch` (>= 0).
   void set_epoch(std::int64_t epoch);

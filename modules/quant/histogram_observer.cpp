@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 
 namespace qat::quant {
@@ -382,19 +383,23 @@ void HistogramObserver::update(const float* batch_min, const float* batch_max) {
   batch_pending_ = true;
 }
 
-// Adds the counts of x over [lo, hi] (a single point: torch.histc's middle bin) to the histogram.
+// Adds the counts of x over [lo, hi] (a single point: torch.histc's middle bin) to the histogram;
+// in a data-parallel forward, the counts of every replica's batch (the range is already global).
 void HistogramObserver::add_batch(const float* x, std::int64_t n, float lo, float hi) {
   const std::int64_t bins = options_.bins;
   float* hist = histogram_.data<float>();
+  batch_hist_.assign(static_cast<std::size_t>(bins), 0.0f);
   if (lo == hi) {
-    hist[bins / 2] += static_cast<float>(n);
-    return;
+    batch_hist_[bins / 2] = static_cast<float>(n);
+  } else {
+    counts_.assign(static_cast<std::size_t>(4 * bins), 0);
+    count_bins(x, n, lo, hi, bins, counts_.data());
+    const std::uint32_t* c = counts_.data();
+    for (std::int64_t k = 0; k < bins; ++k)
+      batch_hist_[k] = static_cast<float>(c[k] + c[bins + k] + c[2 * bins + k] + c[3 * bins + k]);
   }
-  counts_.assign(static_cast<std::size_t>(4 * bins), 0);
-  count_bins(x, n, lo, hi, bins, counts_.data());
-  const std::uint32_t* c = counts_.data();
-  for (std::int64_t k = 0; k < bins; ++k)
-    hist[k] = static_cast<float>(c[k] + c[bins + k] + c[2 * bins + k] + c[3 * bins + k]) + hist[k];
+  distributed::sync_sum(batch_hist_.data(), bins);
+  for (std::int64_t k = 0; k < bins; ++k) hist[k] = batch_hist_[k] + hist[k];
 }
 
 Tensor HistogramObserver::forward(const Tensor& x) {

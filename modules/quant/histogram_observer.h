@@ -78,6 +78,7 @@ class HistogramObserver : public Observer {
   float batch_min_ = 0, batch_max_ = 0;
   bool batch_pending_ = false;
   std::vector<std::uint32_t> counts_;  // scratch: 4 counter arrays of bins (see count_bins)
+  std::vector<float> batch_hist_;      // scratch: one batch's counts (summed over replicas)
 };
 
 }  // namespace qat::quant

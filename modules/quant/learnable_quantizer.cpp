@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
@@ -128,6 +129,14 @@ void LearnableFakeQuantize::estimate(const Tensor& x) {
       for (std::int64_t i = 0; i < n; ++i) abs_sum[p] += std::fabs(xf.data<float>()[off + i]);
       count[p] += n;
     });
+    // data-parallel: mean |x| over the global batch
+    std::vector<double> sums(abs_sum);
+    for (std::int64_t p = 0; p < layout.num_params; ++p) sums.push_back(static_cast<double>(count[p]));
+    distributed::sync_sum(sums.data(), static_cast<std::int64_t>(sums.size()));
+    for (std::int64_t p = 0; p < layout.num_params; ++p) {
+      abs_sum[p] = sums[p];
+      count[p] = static_cast<std::int64_t>(sums[layout.num_params + p]);
+    }
     const double sqrt_qp = std::sqrt(static_cast<double>(spec_.quant_max()));
     for (std::int64_t p = 0; p < layout.num_params; ++p)
       scale_.data<float>()[p] =

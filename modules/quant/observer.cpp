@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
@@ -84,6 +85,8 @@ Tensor Observer::forward(const Tensor& x) {
   }
   QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
               " (a diverged training step or bad data)");
+  // data-parallel: the global batch's range (min of mins, max of maxes) before any averaging
+  distributed::sync_min_max(bmin.data(), bmax.data(), layout.num_params);
   update(bmin.data(), bmax.data());
   return x;
 }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <memory>
 
+#include "framework/autograd/engine.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -114,6 +115,37 @@ BOOST_AUTO_TEST_CASE(requires_grad_rules) {
   Tensor y = x * 2.0;
   BOOST_CHECK_THROW(y.requires_grad_(false), Error);
   BOOST_CHECK_THROW(x.set_grad(Tensor::zeros(Shape{3}, DType::Float64)), Error);
+}
+
+// What data-parallel training hooks into: a leaf is reported once per pass, after its last
+// gradient contribution (a leaf read twice only after both), and the pass's end after all leaves.
+BOOST_AUTO_TEST_CASE(grad_ready_observer_sees_complete_leaf_gradients) {
+  struct Recorder : qat::autograd::GradReadyObserver {
+    std::vector<std::pair<const TensorImpl*, float>> ready;  // leaf, its grad[0] when reported
+    int ends = 0;
+    void leaf_ready(const TensorImpl* leaf) override {
+      ready.emplace_back(leaf, leaf->grad ? Tensor(leaf->grad).data<float>()[0] : NAN);
+    }
+    void backward_end() override { ++ends; }
+  } rec;
+  qat::autograd::add_grad_ready_observer(&rec);
+  Tensor a = Tensor::full(Shape{1}, 2.0).requires_grad_();
+  Tensor b = Tensor::full(Shape{1}, 3.0).requires_grad_();
+  Tensor unused = Tensor::full(Shape{1}, 1.0).requires_grad_();
+  // y = a*b + a*a: a is read by two nodes, dy/da = b + 2a = 7, dy/db = a = 2
+  Tensor y = sum(add(mul(a, b), mul(a, a)));
+  y.backward();
+  qat::autograd::remove_grad_ready_observer(&rec);
+  BOOST_TEST(rec.ends == 1);
+  BOOST_TEST(rec.ready.size() == 2u);
+  for (const auto& [leaf, g] : rec.ready) {
+    if (leaf == a.impl_ptr().get()) BOOST_TEST(g == 7.0f);
+    else BOOST_TEST((leaf == b.impl_ptr().get() && g == 2.0f));
+  }
+  Tensor z = sum(mul(a, b));  // no observer now: nothing reported
+  z.backward();
+  BOOST_TEST(rec.ends == 1);
+  BOOST_TEST(!unused.grad().defined());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

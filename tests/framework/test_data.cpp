@@ -320,6 +320,40 @@ BOOST_AUTO_TEST_CASE(every_sample_once_per_epoch_and_seeded_orders) {
   BOOST_TEST(epoch_order(jump) == epochs[2], boost::test_tools::per_element());
 }
 
+// DistributedSampler semantics: R replicas with batch B see, at step s, exactly what one loader
+// with batch R*B sees at step s; shards are disjoint up to the wrap-around padding.
+BOOST_AUTO_TEST_CASE(replica_shards_partition_the_global_batches) {
+  const Dataset d = indexed_dataset(53);
+  for (std::int64_t R : {2, 3, 4}) {
+    DataLoader whole(d, {.batch_size = 4 * R, .seed = 9});
+    std::vector<DataLoader> shards;
+    for (std::int64_t r = 0; r < R; ++r)
+      shards.emplace_back(d, DataLoader::Options{.batch_size = 4, .seed = 9, .num_replicas = R, .rank = r});
+    const std::int64_t per_replica = (53 + R - 1) / R;
+    BOOST_TEST(shards[0].shard_size() == per_replica);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<std::vector<std::int64_t>> orders;
+      for (DataLoader& s : shards) {
+        orders.push_back(epoch_order(s));
+        BOOST_TEST(static_cast<std::int64_t>(orders.back().size()) == per_replica);
+        BOOST_TEST(s.size() == shards[0].size());
+      }
+      const auto global = epoch_order(whole);
+      // position i*R + r of the (padded) global order is replica r's sample i
+      for (std::int64_t i = 0; i < per_replica; ++i)
+        for (std::int64_t r = 0; r < R; ++r)
+          if (i * R + r < 53) BOOST_TEST(orders[r][i] == global[i * R + r]);
+      std::set<std::int64_t> seen;
+      for (const auto& o : orders) seen.insert(o.begin(), o.end());
+      BOOST_TEST(seen.size() == 53u);  // every sample, padding repeats only
+    }
+  }
+  BOOST_CHECK_EXCEPTION(DataLoader(d, {.num_replicas = 2, .rank = 2}), Error, [](const Error& e) {
+    return std::string(e.what()) == "DataLoader: rank must be in [0, 2), got 2";
+  });
+  BOOST_CHECK_THROW(DataLoader(d, {.num_replicas = 0}), Error);
+}
+
 BOOST_AUTO_TEST_CASE(state_restore_resumes_the_identical_sequence) {
   const Dataset d = indexed_dataset(30);
   DataLoader a(d, {.batch_size = 4, .seed = 3});

@@ -9,6 +9,7 @@
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/distributed/replica.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -67,6 +68,41 @@ std::vector<double> read_channels(const Tensor& t) {
   });
 }
 
+// SyncBatchNorm (data-parallel training): the statistics of the global batch. Each replica's
+// (count, mean, M2 = sum (x - mean)^2) per channel are gathered and combined in rank order
+// (Chan et al. 1979: mean += d n_r / n, M2 += M2_r + d^2 n_prev n_r / n), so every replica gets
+// the same bits. Returns the global count.
+double combine_over_replicas(const distributed::ProcessGroup& group, i64 M, std::vector<double>& mean,
+                             std::vector<double>& var) {
+  const std::size_t C = mean.size();
+  Tensor mine = Tensor::empty(Shape{static_cast<i64>(1 + 2 * C)}, DType::Float64);
+  double* m = mine.data<double>();
+  m[0] = static_cast<double>(M);
+  for (std::size_t c = 0; c < C; ++c) {
+    m[1 + c] = mean[c];
+    m[1 + C + c] = var[c] * static_cast<double>(M);
+  }
+  const Tensor all = const_cast<distributed::ProcessGroup&>(group).all_gather(mine);
+  const double* a = all.data<double>();
+  double n = 0;
+  std::vector<double> gmean(C, 0.0), m2(C, 0.0);
+  for (int r = 0; r < group.world_size(); ++r) {
+    const double* row = a + r * (1 + 2 * C);
+    const double nr = row[0], total = n + nr;
+    for (std::size_t c = 0; c < C; ++c) {
+      const double d = row[1 + c] - gmean[c];
+      gmean[c] += d * nr / total;
+      m2[c] += row[1 + C + c] + d * d * n * nr / total;
+    }
+    n = total;
+  }
+  for (std::size_t c = 0; c < C; ++c) {
+    mean[c] = gmean[c];
+    var[c] = std::max(m2[c] / n, 0.0);
+  }
+  return n;
+}
+
 }  // namespace
 
 // y = (x - mean) * invstd * w + b, with (mean, var) the batch's (biased) statistics in training
@@ -75,6 +111,10 @@ std::vector<double> read_channels(const Tensor& t) {
 Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   const BnView v = bn_view(x, running_mean, running_var, weight, bias, training, momentum, eps);
+  // In a data-parallel training forward, the statistics are the global batch's (SyncBatchNorm).
+  distributed::ProcessGroupPtr replicas = training ? distributed::replica_group() : nullptr;
+  if (replicas && replicas->world_size() == 1) replicas = nullptr;
+  double count = static_cast<double>(v.M());  // values per channel in the (global) batch
   std::vector<double> mean(v.C), invstd(v.C);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   detail::dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
@@ -87,19 +127,27 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
       mean = read_channels(running_mean);
       var = read_channels(running_var);
     }
+    // shifted by the channel's first value p:  mean = p + s1/M,  var = s2/M - (s1/M)^2
+    auto moments = [&](i64 c) {
+      const T* xc = px + c * v.S;
+      const double p = xc[0], M = static_cast<double>(v.M());
+      double s1 = 0, s2 = 0;
+      kernels::channel_moments(xc, v.N, v.S, v.C * v.S, p, &s1, &s2);
+      mean[c] = p + s1 / M;
+      var[c] = std::max(s2 / M - (s1 / M) * (s1 / M), 0.0);
+    };
+    const bool local_stats = training && !replicas;
+    if (replicas) {  // statistics of every channel first, then the global batch's
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+      for (i64 c = 0; c < v.C; ++c) moments(c);
+      count = combine_over_replicas(*replicas, v.M(), mean, var);
+    }
     // one channel at a time, statistics then y = x a + b, so that the second pass over the
     // channel's values finds them in cache
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
     for (i64 c = 0; c < v.C; ++c) {
       const T* xc = px + c * v.S;
-      if (training) {
-        // shifted by the channel's first value p:  mean = p + s1/M,  var = s2/M - (s1/M)^2
-        const double p = xc[0], M = static_cast<double>(v.M());
-        double s1 = 0, s2 = 0;
-        kernels::channel_moments(xc, v.N, v.S, v.C * v.S, p, &s1, &s2);
-        mean[c] = p + s1 / M;
-        var[c] = std::max(s2 / M - (s1 / M) * (s1 / M), 0.0);
-      }
+      if (local_stats) moments(c);
       invstd[c] = 1.0 / std::sqrt(var[c] + eps);
       const double scale = invstd[c] * (pw ? pw[c] : 1.0);
       const T a = static_cast<T>(scale), b = static_cast<T>((pb ? pb[c] : 0.0) - mean[c] * scale);
@@ -107,7 +155,7 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
     }
     if (training && running_mean.defined()) {
       // running = (1 - momentum) running + momentum batch, with the unbiased variance
-      const double unbias = static_cast<double>(v.M()) / static_cast<double>(v.M() - 1);
+      const double unbias = count / (count - 1);
       detail::dispatch_float(running_mean.dtype(), "batch_norm", [&]<class R>() {
         R* rm = running_mean.data<R>();
         for (i64 c = 0; c < v.C; ++c)
@@ -120,10 +168,13 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
       });
     }
   });
+  // training: dx = k (g - sum(g)/M - xhat sum(g xhat)/M), with M and both sums over the global
+  // batch when synced (each replica keeps its own dw = sum(g xhat), db = sum(g): DDP averages
+  // them as any parameter gradient)
   autograd::record(
       out, "batch_norm", {x, weight, bias},
-      [v, training, mean = std::move(mean), invstd = std::move(invstd)](const Tensor& g,
-                                                                        const Inputs& in, Grads& gi) {
+      [v, training, count, replicas, mean = std::move(mean), invstd = std::move(invstd)](
+          const Tensor& g, const Inputs& in, Grads& gi) {
         const Tensor &X = in[0], &Wt = in[1], &B = in[2];
         const bool need_x = X.requires_grad(), need_w = Wt.defined() && Wt.requires_grad(),
                    need_b = B.defined() && B.requires_grad();
@@ -134,21 +185,37 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
           const T* pg = g.data<T>();
           const T* px = X.data<T>();
           const T* pw = Wt.defined() ? Wt.data<T>() : nullptr;
-#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
-          for (i64 c = 0; c < v.C; ++c) {
-            const double m = mean[c];
-            double sg = 0, sgx = 0;  // sum(g), sum(g * xhat)
-            kernels::channel_grad_sums(pg + c * v.S, px + c * v.S, v.N, v.S, v.C * v.S, m, &sg, &sgx);
-            sgx *= invstd[c];
-            if (need_w) gi[1].data<T>()[c] = static_cast<T>(sgx);
-            if (need_b) gi[2].data<T>()[c] = static_cast<T>(sg);
-            if (!need_x) continue;
-            const double k = invstd[c] * (pw ? pw[c] : 1.0), M = static_cast<double>(v.M());
-            const double mg = training ? sg / M : 0, kx = training ? k * invstd[c] * sgx / M : 0;
+          // sum(g), sum(g * xhat) of channel c; the parameter gradients
+          auto grad_sums = [&](i64 c, double* sg, double* sgx) {
+            *sg = *sgx = 0;
+            kernels::channel_grad_sums(pg + c * v.S, px + c * v.S, v.N, v.S, v.C * v.S, mean[c], sg, sgx);
+            *sgx *= invstd[c];
+            if (need_w) gi[1].data<T>()[c] = static_cast<T>(*sgx);
+            if (need_b) gi[2].data<T>()[c] = static_cast<T>(*sg);
+          };
+          auto input_grad = [&](i64 c, double sg, double sgx) {
+            const double k = invstd[c] * (pw ? pw[c] : 1.0);
+            const double mg = training ? sg / count : 0, kx = training ? k * invstd[c] * sgx / count : 0;
             // dx = k (g - mg) - kx (x - m) = k (g - mg - xhat mgx)
             kernels::channel_backward(pg + c * v.S, px + c * v.S, gi[0].data<T>() + c * v.S, v.N, v.S,
-                                      v.C * v.S, k, mg, kx, m);
+                                      v.C * v.S, k, mg, kx, mean[c]);
+          };
+          if (!replicas || !need_x) {
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+            for (i64 c = 0; c < v.C; ++c) {
+              double sg, sgx;
+              grad_sums(c, &sg, &sgx);
+              if (need_x) input_grad(c, sg, sgx);
+            }
+            return;
           }
+          std::vector<double> sums(2 * v.C);  // [sum(g)..., sum(g xhat)...], then over replicas
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+          for (i64 c = 0; c < v.C; ++c) grad_sums(c, &sums[c], &sums[v.C + c]);
+          replicas->all_reduce_async(sums.data(), 2 * v.C, DType::Float64, distributed::ReduceOp::Sum)
+              ->wait();
+#pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
+          for (i64 c = 0; c < v.C; ++c) input_grad(c, sums[c], sums[v.C + c]);
         });
       });
   return out;

@@ -1,0 +1,103 @@
+#pragma once
+// The processes of one data-parallel job and the collectives between them (Gloo over TCP).
+//
+//   auto group = distributed::init_process_group(distributed::GroupOptions::from_env());
+//   group->all_reduce(t);                   // sum over every rank, in place
+//   group->broadcast(t, /*root=*/0);
+//
+// Every rank must issue the same collectives in the same order, as with any collective library.
+// They run one at a time, in issue order, on the group's communication thread, so an async
+// all-reduce overlaps with whatever the caller computes next (DistributedDataParallel launches
+// one per gradient bucket during the backward pass). A failed collective (a peer that exited or
+// was killed, or a timeout) throws qat::Error naming the collective, the rank and the cause, and
+// every later one fails at once: a broken job stops instead of hanging.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "framework/tensor/tensor.h"
+
+namespace qat::distributed {
+
+enum class ReduceOp { Sum, Min, Max };
+
+/// Where and how a process joins its group.
+struct GroupOptions {
+  int rank = 0;
+  int world_size = 1;
+  /// Rank 0 serves the rendezvous here; the others connect to it (torchrun's MASTER_ADDR/PORT).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  /// Bound on every wait: joining, and each collective. A dead peer is noticed at once (its
+  /// connections close); the timeout catches a peer that hangs.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// Network interface for the collectives (GLOO_SOCKET_IFNAME); "" picks the address from
+  /// master_addr: loopback for a local job, else this host's name.
+  std::string iface;
+
+  /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; under mpirun, which sets
+  /// none of these, OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (then MASTER_ADDR defaults to
+  /// 127.0.0.1: pass -x MASTER_ADDR=host for several machines). QAT_DIST_TIMEOUT (seconds) and
+  /// GLOO_SOCKET_IFNAME are read too. Throws qat::Error naming the variable and its value.
+  static GroupOptions from_env();
+  /// Throws qat::Error naming the field and value unless the options are usable.
+  void validate() const;
+};
+
+/// A collective in flight.
+class Work {
+ public:
+  struct State;
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  /// Blocks until the collective is done; throws its error, if any.
+  void wait() const;
+  bool completed() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// What a group carried since it started (benchmarks and tests).
+struct GroupStats {
+  std::int64_t all_reduce_calls = 0, all_reduce_bytes = 0;  // bytes of the tensors reduced
+  std::int64_t broadcast_bytes = 0, all_gather_bytes = 0, barriers = 0;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  /// Reduces `t` over every rank in place (float32, float64, int32 or int64, CPU); returns at
+  /// once, the result is there after wait().
+  virtual std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) = 0;
+  /// The same on raw memory (module statistics that live in std::vector).
+  virtual std::shared_ptr<Work> all_reduce_async(void* data, std::int64_t n, DType dtype,
+                                                 ReduceOp op) = 0;
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum) { all_reduce_async(t, op)->wait(); }
+  /// Rank `root`'s `t` into every rank's `t` (same shape and dtype everywhere).
+  virtual void broadcast(const Tensor& t, int root) = 0;
+  /// Every rank's `t` (same shape and dtype everywhere), stacked: (world_size, t.shape...).
+  virtual Tensor all_gather(const Tensor& t) = 0;
+  virtual void barrier() = 0;
+  virtual GroupStats stats() const = 0;
+  /// "rank 1 of 2" (for messages).
+  std::string who() const;
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+/// Joins the group: rank 0 serves a small key-value rendezvous on master_port, every rank
+/// registers there (its world size and Gloo's listening address) and Gloo connects a full mesh.
+/// Throws qat::Error with a clear cause when: the options are out of range; rank 0 cannot listen
+/// on the port; the master cannot be reached within the timeout; ranks disagree on the world
+/// size; two processes claim one rank; or a rank does not join within the timeout.
+/// world_size 1 gives a group whose collectives do nothing.
+ProcessGroupPtr init_process_group(const GroupOptions& options);
+
+/// Whether this build has the Gloo backend (QAT_DISTRIBUTED); without it only world_size 1 works.
+bool has_gloo();
+
+}  // namespace qat::distributed
