@@ -12,6 +12,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -285,3 +286,98 @@ BOOST_AUTO_TEST_CASE(models_that_differ_between_ranks_are_refused_at_start) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#ifdef QAT_CNN_QAT
+// The example program: rank 0 alone writes the checkpoint; a resumed distributed run ends exactly
+// where an uninterrupted one does; DDP's traffic per step equals the gradient bytes.
+BOOST_AUTO_TEST_SUITE(cnn_qat_distributed)
+
+namespace {
+
+// The JSON summary line of a run's output.
+std::string json_of(const std::string& out) {
+  const auto at = out.rfind("{\"model\"");
+  return at == std::string::npos ? "" : out.substr(at, out.find('}', at) - at + 1);
+}
+
+std::string field(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return "";
+  const auto from = at + key.size() + 4;
+  return json.substr(from, json.find_first_of(",}", from) - from);
+}
+
+bool has_fashion_mnist() {
+  return std::ifstream("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").good();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(save_and_resume_across_two_ranks) {
+  if (!has_fashion_mnist()) {
+    std::cout << "skipped: no Fashion-MNIST in /usr/share/datasets/fashion-mnist\n";
+    return;
+  }
+  const std::string dir = "/tmp/qat-dist-cli-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> common{QAT_CNN_QAT, "--distributed", "--mode", "qat", "--arch", "cnn-bn",
+                                        "--train-limit", "2048", "--test-limit", "500", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto whole = launch(with({"--epochs", "2", "--save", dir + "/whole.ckpt"}), 2);
+  BOOST_TEST(whole[0].status == 0, whole[0].output);
+  BOOST_TEST(whole[1].status == 0, whole[1].output);
+  const std::string j = json_of(whole[0].output);
+  BOOST_TEST(field(j, "world_size") == "2", j);
+  BOOST_TEST(!field(j, "gradient_bytes").empty());
+  BOOST_TEST(field(j, "allreduce_bytes_per_step") == field(j, "gradient_bytes"), j);
+  BOOST_TEST(json_of(whole[1].output).empty());  // rank 1 neither prints a summary...
+  BOOST_TEST(std::filesystem::exists(dir + "/whole.ckpt"));
+  BOOST_TEST(std::filesystem::exists(dir + "/whole.ckpt.int8"));
+
+  const auto first = launch(with({"--epochs", "1", "--save", dir + "/part.ckpt"}), 2);
+  BOOST_TEST(first[0].status == 0, first[0].output);
+  const auto rest = launch(with({"--epochs", "2", "--resume", dir + "/part.ckpt", "--save", dir + "/part.ckpt"}), 2);
+  BOOST_TEST(rest[0].status == 0, rest[0].output);
+  BOOST_TEST(rest[1].status == 0, rest[1].output);
+  const std::string r = json_of(rest[0].output);
+  for (const char* key : {"final_loss", "test_acc", "int8_acc"})
+    BOOST_TEST(field(r, key) == field(j, key), key << ": resumed " << r << " vs whole " << j);
+  // ...nor writes: the only files are rank 0's
+  std::int64_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  BOOST_TEST(files == 4);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(global_batch_must_split_over_the_ranks) {
+  const auto rs = launch({QAT_CNN_QAT, "--distributed", "--batch", "63", "--epochs", "1"}, 2, {}, 60);
+  BOOST_TEST(rs[0].status == 2, rs[0].output);
+  BOOST_TEST(contains(rs[0].output, "--batch: the global batch 63 must be a multiple of the world size 2"),
+             rs[0].output);
+}
+
+BOOST_AUTO_TEST_CASE(mpirun_launches_the_same_job) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0 || !has_fashion_mnist()) {
+    std::cout << "skipped: no mpirun (openmpi-bin) or no Fashion-MNIST\n";
+    return;
+  }
+  const std::string log = "/tmp/qat-dist-mpirun-" + std::to_string(::getpid()) + ".log";
+  const std::string cmd = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MASTER_PORT=") +
+                          std::to_string(free_port()) + " timeout 120 mpirun --oversubscribe -np 2 " +
+                          QAT_CNN_QAT + " --distributed --epochs 1 --train-limit 1024 --test-limit 200 --json > " +
+                          log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::remove(log.c_str());
+  BOOST_TEST(status == 0, ss.str());
+  BOOST_TEST(field(json_of(ss.str()), "world_size") == "2", ss.str());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+#endif
