@@ -285,10 +285,11 @@ int run_program(Options o, const ModelFactory& factory) {
   // prints, evaluates and writes files.
   distributed::ProcessGroupPtr group;
   if (o.distributed) {
-    group = distributed::init_process_group(distributed::GroupOptions::from_env());
-    QAT_REQUIRE(o.batch % group->world_size() == 0, "--batch", "the global batch ", o.batch,
-                " must be a multiple of the world size ", group->world_size());
+    const auto options = distributed::GroupOptions::from_env();  // checked before joining
+    QAT_REQUIRE(o.batch % options.world_size == 0, "--batch", "the global batch ", o.batch,
+                " must be a multiple of the world size ", options.world_size);
     QAT_REQUIRE(!o.eval_only, "--eval-only", "evaluates in one process; drop --distributed");
+    group = distributed::init_process_group(options);
   }
   const int world = group ? group->world_size() : 1;
   const bool lead = !group || group->rank() == 0;

@@ -74,6 +74,10 @@ nn::ModulePtr make_model(const std::string& qconfig, std::int64_t classes = 5) {
       {"dequant", std::make_shared<quant::DeQuantStub>()}});
   if (qconfig != "fp32") {
     quant::QConfigRegistry registry;
+    quant::QConfig histogram = registry.get("int8_default");  // histogram-calibrated activations
+    histogram.name = "int8_histogram";
+    histogram.activation->observer = quant::ObserverKind::Histogram;
+    registry.register_config(histogram);
     registry.set_global(qconfig);
     quant::prepare_qat(*model, registry, Tensor::zeros(Shape{1, 1, 8, 8}));
   }
