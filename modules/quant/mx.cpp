@@ -29,9 +29,8 @@ namespace {
 // The scalar reference for float64 inputs (float32 runs the kernels, which follow the same steps).
 template <class T>
 void mx_row(const T* x, T* y, std::uint8_t* m, std::int64_t n, const QuantSpec& spec, float pts) {
-  const ElementFormat f = element_format(spec.scale_format == ScaleFormat::E4M3 ? Format::FP4_E2M1
-                                                                               : spec.format);
-  const ElementFormat e4m3 = element_format(Format::FP8_E4M3);
+  const ElementFormat f =
+      element_format(spec.scale_format == ScaleFormat::E4M3 ? Format::FP4_E2M1 : spec.format);
   for (std::int64_t b0 = 0; b0 < n; b0 += spec.block_size) {
     const std::int64_t len = std::min(spec.block_size, n - b0);
     T amax = 0;
@@ -50,8 +49,7 @@ void mx_row(const T* x, T* y, std::uint8_t* m, std::int64_t n, const QuantSpec& 
       in = std::ldexp(T(1), -shared);
       out = std::ldexp(T(1), shared);
     } else {
-      const T scaled = std::clamp(amax / T(6) / T(pts), T(0.015625), T(448));
-      in = out = T(pts) * detail::round_element(scaled, e4m3);
+      in = out = kernels::nvfp4_block_scale(static_cast<float>(amax), pts);  // float32, as torchao
     }
     for (std::int64_t i = b0; i < b0 + len; ++i) {
       const T v = spec.scale_format == ScaleFormat::E8M0 ? x[i] * in : x[i] / in;

@@ -32,9 +32,11 @@ std::string QuantizerConfig::str() const {
 
 std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& c, const Shape& tensor_shape) {
   c.validate();
-  c.spec.validate_for(tensor_shape, "make_quantizer");
+  // Block-scaled and dynamic quantizers keep no per-channel state: x's shape is checked per
+  // forward (activation shapes are not known here).
   if (c.kind == QuantizerKind::MX) return std::make_shared<MXFakeQuantize>(c.spec);
   if (c.kind == QuantizerKind::Dynamic) return std::make_shared<DynamicFakeQuantize>(c.spec);
+  c.spec.validate_for(tensor_shape, "make_quantizer");
   Shape params{1};
   if (c.spec.granularity == Granularity::PerChannel) params = Shape{tensor_shape.at(c.spec.axis)};
   if (c.spec.granularity == Granularity::PerBlock) {
