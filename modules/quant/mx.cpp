@@ -68,11 +68,21 @@ float nvfp4_per_tensor_scale(const Tensor& x) {
   constexpr const char* fn = "nvfp4_per_tensor_scale";
   require_float(x, fn, "x");
   double amax = 0;
-  qat::detail::dispatch_float(x.dtype(), fn, [&]<class T>() {
-    const T* p = x.data<T>();
-    for (std::int64_t i = 0; i < x.numel(); ++i)
-      if (std::isfinite(p[i])) amax = std::max(amax, static_cast<double>(std::fabs(p[i])));
-  });
+  bool bad = true;
+  if (x.dtype() == DType::Float32 && x.numel() > 0) {  // one vectorised pass when all is finite
+    float mn = 0, mx = 0;
+    bad = false;
+    kernels::min_max(x.data<float>(), x.numel(), &mn, &mx, &bad);
+    amax = std::max(-static_cast<double>(mn), static_cast<double>(mx));
+  }
+  if (bad) {
+    amax = 0;
+    qat::detail::dispatch_float(x.dtype(), fn, [&]<class T>() {
+      const T* p = x.data<T>();
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        if (std::isfinite(p[i])) amax = std::max(amax, static_cast<double>(std::fabs(p[i])));
+    });
+  }
   return std::max(static_cast<float>(amax) / (448.0f * 6.0f), FLT_MIN);
 }
 
