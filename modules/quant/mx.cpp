@@ -61,7 +61,9 @@ void mx_row(const T* x, T* y, std::uint8_t* m, std::int64_t n, const QuantSpec& 
 
 }  // namespace
 
-float round_to_element(float v, Format format) { return detail::round_element(v, element_format(format)); }
+float round_to_element(float v, Format format) {
+  return detail::round_element(v, element_format(format));
+}
 
 // max(amax / (448 * 6), FLT_MIN) over the finite values
 float nvfp4_per_tensor_scale(const Tensor& x) {
@@ -94,8 +96,9 @@ Tensor fake_quantize_mx(const Tensor& x, const QuantSpec& spec, float per_tensor
   QAT_REQUIRE(spec.is_microscaled(), fn, "spec ", spec.str(),
               " has no E8M0 (MX) or E4M3 (NVFP4) block scales");
   const bool nv = spec.scale_format == ScaleFormat::E4M3;
-  QAT_REQUIRE(!nv || per_tensor_scale == 0 || (per_tensor_scale >= FLT_MIN && std::isfinite(per_tensor_scale)),
-              fn, "per_tensor_scale must be 0 (from x) or a positive normal float, got ", per_tensor_scale);
+  QAT_REQUIRE(
+      !nv || per_tensor_scale == 0 || (per_tensor_scale >= FLT_MIN && std::isfinite(per_tensor_scale)),
+      fn, "per_tensor_scale must be 0 (from x) or a positive normal float, got ", per_tensor_scale);
   if (nv && per_tensor_scale == 0) per_tensor_scale = nvfp4_per_tensor_scale(x);
   const int a = x.shape().axis(spec.axis, fn);
   std::int64_t rows = 1;

@@ -73,7 +73,8 @@ QParams dynamic_qparams(const Tensor& x, const QuantSpec& spec) {
   return calculate_qparams(mn, mx, spec);
 }
 
-DynamicFakeQuantize::DynamicFakeQuantize(const QuantSpec& spec) : Quantizer("DynamicFakeQuantize", spec) {
+DynamicFakeQuantize::DynamicFakeQuantize(const QuantSpec& spec)
+    : Quantizer("DynamicFakeQuantize", spec) {
   QAT_REQUIRE(spec.dynamic && spec.format == Format::Int, "DynamicFakeQuantize",
               "spec must be a dynamic integer spec, got ", spec.str());
   last_ = {Tensor::ones(Shape{1}, DType::Float32), Tensor::zeros(Shape{1}, DType::Int32)};

@@ -12,7 +12,8 @@ void QuantizerConfig::validate() const {
               "only, got spec ",
               spec.str());
   QAT_REQUIRE((kind == QuantizerKind::MX) == spec.is_microscaled(), fn,
-              "kind MX goes with E8M0 / E4M3 block-scaled (MX, NVFP4) specs only, got spec ", spec.str());
+              "kind MX goes with E8M0 / E4M3 block-scaled (MX, NVFP4) specs only, got spec ",
+              spec.str());
   QAT_REQUIRE((kind == QuantizerKind::Dynamic) == spec.dynamic, fn,
               "kind Dynamic goes with dynamic specs only, got spec ", spec.str());
   QAT_REQUIRE(kind != QuantizerKind::LSQ || spec.granularity != Granularity::PerBlock, fn,

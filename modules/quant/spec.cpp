@@ -57,7 +57,8 @@ void QuantSpec::validate() const {
                 "block_scale_bits must be 0 (off) or in [2, 16], got ", block_scale_bits);
     QAT_REQUIRE(block_scale_bits == 0 || scale_format == ScaleFormat::Float32, fn,
                 "block_scale_bits (double quantization) applies to float32 block scales, got ",
-                block_scale_bits, " with ", scale_format == ScaleFormat::E8M0 ? "E8M0" : "E4M3", " scales");
+                block_scale_bits, " with ", scale_format == ScaleFormat::E8M0 ? "E8M0" : "E4M3",
+                " scales");
     QAT_REQUIRE(scale_format != ScaleFormat::E4M3 || format == Format::FP4_E2M1, fn,
                 "E4M3 block scales (NVFP4) go with fp4_e2m1 elements, got ", format_name(format),
                 format == Format::Int ? std::to_string(bits) : std::string());
@@ -136,8 +137,8 @@ QuantSpec QuantSpec::parse(const std::string& text) {
     q.symmetric = m[4] == "symmetric";
     q.narrow_range = m[5].matched;
   } else {
-    for (Format f : {Format::FP8_E4M3, Format::FP8_E5M2, Format::FP6_E3M2, Format::FP6_E2M3,
-                     Format::FP4_E2M1})
+    for (Format f :
+         {Format::FP8_E4M3, Format::FP8_E5M2, Format::FP6_E3M2, Format::FP6_E2M3, Format::FP4_E2M1})
       if (m[1] == format_name(f)) q.format = f;
     q.bits = format_bits(q.format);
   }

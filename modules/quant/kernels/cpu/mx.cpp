@@ -107,7 +107,8 @@ void MxFakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, s
       continue;
     }
     const int shared = mx_shared_exponent(amax, emax);
-    QuantRun<false>(x + b0, y + b0, mask + b0, len, std::ldexp(1.0f, -shared), std::ldexp(1.0f, shared), c);
+    QuantRun<false>(x + b0, y + b0, mask + b0, len, std::ldexp(1.0f, -shared), std::ldexp(1.0f, shared),
+                    c);
   }
 }
 
