@@ -119,6 +119,26 @@ void quant_kernels() {
     const QuantSpec e4{.format = Format::FP8_E4M3};
     row("FP8 E4M3 fake quant forward", big, seconds_per_call([&] { fake_quantize_fp8(xb, fs, e4); }),
         bf * 2 + big.numel());
+    // microscaling on [1024, 1024] (blocks along the rows): reads x, writes y and the mask
+    const Tensor xm = xb.view_as_shape(Shape{1024, 1024});
+    for (auto [name, spec] :
+         {std::pair{"MXFP8 E4M3 fake quant forward", QuantSpec::mx(Format::FP8_E4M3)},
+          std::pair{"MXFP6 E2M3 fake quant forward", QuantSpec::mx(Format::FP6_E2M3)},
+          std::pair{"MXFP4 fake quant forward", QuantSpec::mx(Format::FP4_E2M1)},
+          std::pair{"MXINT8 fake quant forward", QuantSpec::mx(Format::Int)},
+          std::pair{"NVFP4 fake quant forward", QuantSpec::nvfp4()}})
+      row(name, big, seconds_per_call([&, spec = spec] { fake_quantize_mx(xm, spec); }),
+          bf * 2 + big.numel());
+  }
+  {  // MXFP4 forward + STE backward: reads x, writes y and mask; reads dy and mask, writes dx
+    Tensor x = xb.view_as_shape(Shape{1024, 1024}).detach();
+    x.requires_grad_(true);
+    const Tensor gb = Tensor::ones(Shape{1024, 1024});
+    row("MXFP4 fwd + STE bwd", big, seconds_per_call([&] {
+          fake_quantize_mx(x, QuantSpec::mx(Format::FP4_E2M1)).backward(gb);
+          x.zero_grad();
+        }),
+        bf * 4 + big.numel() * 2);
   }
   {  // int8 add (QuantizedAdd, bit-exact with the fake-quant model) of 2^20 codes: reads two
      // uint8 tensors, writes one

@@ -177,6 +177,12 @@ class Exporter : private onnx_writer::GraphWriter {
     Grid g;
     g.quantizer = q.get();
     g.spec = spec;
+    QAT_REQUIRE(!spec.is_microscaled(), "export_onnx", "'", qname, "' (", spec.str(),
+                ") has no exact ONNX form: QuantizeLinear has no E8M0 / E4M3 block scales computed "
+                "from the data (MX, NVFP4)");
+    QAT_REQUIRE(!spec.dynamic, "export_onnx", "'", qname, "' (", spec.str(),
+                ") is dynamic: its qparams come from each batch (DynamicQuantizeLinear is per-tensor "
+                "uint8 only), so the file would not compute the QAT model");
     if (spec.granularity != Granularity::PerTensor) g.axis = shape.axis(spec.axis, "export_onnx");
     if (spec.is_float()) {
       g.type = spec.format == Format::FP8_E4M3 ? kFloat8E4M3FN : kFloat8E5M2;

@@ -67,8 +67,9 @@ std::string quant_load_hint(nn::Module& model, const io::Checkpoint& ckpt, const
 void quant_load_check(nn::Module& model, const io::Checkpoint& ckpt,
                       std::vector<std::string>& problems) {
   std::map<std::string, const Quantizer*> in_model;
-  std::set<std::string> kinds{"FakeQuantize", "FP8FakeQuantize", "LearnableFakeQuantize",
-                              "LearnableAmaxFakeQuantize"};
+  std::set<std::string> kinds{"FakeQuantize",          "FP8FakeQuantize",
+                              "LearnableFakeQuantize", "LearnableAmaxFakeQuantize",
+                              "MXFakeQuantize",        "DynamicFakeQuantize"};
   for (auto& [name, m] : model.named_modules())
     if (const auto* q = dynamic_cast<const Quantizer*>(m)) {
       in_model.emplace(name, q);

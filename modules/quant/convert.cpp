@@ -33,6 +33,12 @@ ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std:
               "': its output quantizer never observed data (train the model, or calibrate it with "
               "quant::calibrate, before convert)");
   const QuantSpec& s = q->spec();
+  QAT_REQUIRE(!s.dynamic, "convert", "layer '", who, "': activation spec ", s.str(),
+              " is dynamic (qparams from each batch); the int8 backend quantizes activations with "
+              "fixed qparams and has no dynamic int8 path yet: calibrate a static activation config "
+              "for this layer instead");
+  QAT_REQUIRE(!s.is_microscaled(), "convert", "layer '", who, "': activation spec ", s.str(),
+              " has E8M0 / E4M3 block scales (MX, NVFP4), which the int8 backend does not run");
   QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.granularity == Granularity::PerTensor,
               "convert", "layer '", who, "': activation spec ", s.str(),
               " is not supported by the int8 backend (needs a per-tensor integer spec of <= 8 bits)");
@@ -57,6 +63,8 @@ QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer
               "': its weight quantizer never observed the weight (run at least one training or "
               "calibration forward before convert)");
   const QuantSpec& s = q->spec();
+  QAT_REQUIRE(!s.is_microscaled(), "convert", "layer '", who, "': weight spec ", s.str(),
+              " has E8M0 / E4M3 block scales (MX, NVFP4), which the int8 backend does not run");
   QAT_REQUIRE(s.format == Format::Int && s.bits <= 8 && s.symmetric && s.is_signed &&
                   (s.granularity == Granularity::PerTensor ||
                    (s.granularity == Granularity::PerChannel && w.shape().axis(s.axis, "convert") == 0)),

@@ -2,7 +2,7 @@
 // Fake quantization as differentiable ops: y = dequantize(quantize(x)) in float, with
 // straight-through (STE) or learnable-quantizer gradients. Forward and backward of each op sit
 // side by side in fake_quant.cpp (fixed qparams), learnable.cpp (LSQ, learnable amax) and
-// fp8.cpp. x may be float32 or float64; scales are float32 and zero points int32 (fixed) or
+// fp8.cpp and mx.cpp. x may be float32 or float64; scales are float32 and zero points int32 (fixed) or
 // float32 (learnable), laid out as QuantSpec::granularity says (see param_shape).
 #include <cstdint>
 
@@ -63,5 +63,20 @@ float round_to_fp8(float v, Format format);
 /// [C] along spec.axis (per channel). Typically scale = amax / fp8_max (delayed-scaling recipe
 /// of Micikevicius et al. 2022 / Transformer Engine).
 Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& spec);
+
+// ---- microscaling: OCP MX and NVFP4 (mx.cpp) ----------------------------------------------
+/// Nearest value of element format `format` (FP8 / FP6 / FP4; Format::Int: MXINT8's codes / 64),
+/// round half to even, saturating at its largest normal, NaN kept.
+float round_to_element(float v, Format format);
+/// NVFP4's fp32 per-tensor scale: max(amax / (448 * 6), FLT_MIN), amax over the finite values.
+float nvfp4_per_tensor_scale(const Tensor& x);
+/// Microscaled fake quantization (spec.is_microscaled()), blocks of spec.block_size over the
+/// dimensions from spec.axis flattened (the last block of a row may be shorter):
+///   OCP MX (E8M0): X = 2^clamp(floor(log2 block_amax) - emax_elem, -127, 127), y = round(x / X) X
+///   NVFP4 (E4M3): s = pts * e4m3(clamp(block_amax / 6 / pts, 2^-6, 448)), y = e2m1(x / s) s,
+///     pts = per_tensor_scale, or nvfp4_per_tensor_scale(x) when 0
+/// Elements round half to even and saturate; a block holding NaN / inf is all NaN.
+/// dx = dy [|x / X| <= element max] (straight-through inside the element range).
+Tensor fake_quantize_mx(const Tensor& x, const QuantSpec& spec, float per_tensor_scale = 0.0f);
 
 }  // namespace qat::quant

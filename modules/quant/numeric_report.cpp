@@ -274,7 +274,7 @@ NumericReport compare(nn::Module& float_model, nn::Module& quant_model, const Te
       if (q.scale.numel() == 1) {
         r.scale = q.scale.item();
         r.zero_point = q.zero_point.to(DType::Float32).item();
-        if (act->spec().format == Format::Int) {
+        if (act->spec().format == Format::Int && !act->spec().is_microscaled() && !act->spec().dynamic) {
           lo = (act->spec().quant_min() - r.zero_point) * r.scale;
           hi = (act->spec().quant_max() - r.zero_point) * r.scale;
         }

@@ -288,7 +288,9 @@ struct Planner {
           (n.type != "AvgPool2d" && n.type != "AdaptiveAvgPool2d") || g.calls(n.module).size() != 1)
         continue;
       auto q = grid(n.inputs.empty() ? -1 : n.inputs[0]);
-      if (!q || q->spec().format != Format::Int) continue;
+      // (a grid with fixed qparams: not block-scaled or dynamic ones, which change per batch)
+      if (!q || q->spec().format != Format::Int || q->spec().is_microscaled() || q->spec().dynamic)
+        continue;
       const auto& [parent, name] = where.at(n.module);
       tx.replace(parent, name, std::make_shared<QuantPool>(parent->child(name), q));
     }

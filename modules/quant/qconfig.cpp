@@ -7,10 +7,15 @@ namespace qat::quant {
 void QuantizerConfig::validate() const {
   constexpr const char* fn = "QuantizerConfig";
   spec.validate();
-  QAT_REQUIRE((kind == QuantizerKind::FP8) == spec.is_float(), fn,
+  QAT_REQUIRE((kind == QuantizerKind::FP8) == spec.is_fp8(), fn,
               "kind FP8 goes with FP8 specs "
               "only, got spec ",
               spec.str());
+  QAT_REQUIRE((kind == QuantizerKind::MX) == spec.is_microscaled(), fn,
+              "kind MX goes with E8M0 / E4M3 block-scaled (MX, NVFP4) specs only, got spec ",
+              spec.str());
+  QAT_REQUIRE((kind == QuantizerKind::Dynamic) == spec.dynamic, fn,
+              "kind Dynamic goes with dynamic specs only, got spec ", spec.str());
   QAT_REQUIRE(kind != QuantizerKind::LSQ || spec.granularity != Granularity::PerBlock, fn,
               "LSQ supports per-tensor and per-channel specs, got ", spec.str());
   QAT_REQUIRE(kind != QuantizerKind::LearnableAmax ||
@@ -22,12 +27,16 @@ void QuantizerConfig::validate() const {
 }
 
 std::string QuantizerConfig::str() const {
-  static const char* kinds[] = {"fake-quant", "lsq", "learnable-amax", "fp8"};
+  static const char* kinds[] = {"fake-quant", "lsq", "learnable-amax", "fp8", "mx", "dynamic"};
   return spec.str() + " " + kinds[static_cast<int>(kind)];
 }
 
 std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& c, const Shape& tensor_shape) {
   c.validate();
+  // Block-scaled and dynamic quantizers keep no per-channel state: x's shape is checked per
+  // forward (activation shapes are not known here).
+  if (c.kind == QuantizerKind::MX) return std::make_shared<MXFakeQuantize>(c.spec);
+  if (c.kind == QuantizerKind::Dynamic) return std::make_shared<DynamicFakeQuantize>(c.spec);
   c.spec.validate_for(tensor_shape, "make_quantizer");
   Shape params{1};
   if (c.spec.granularity == Granularity::PerChannel) params = Shape{tensor_shape.at(c.spec.axis)};
@@ -50,6 +59,9 @@ std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& c, const Shape&
       return std::make_shared<LearnableAmaxFakeQuantize>(c.spec, obs, params, c.warmup_batches);
     case QuantizerKind::FP8:
       return std::make_shared<FP8FakeQuantize>(c.spec, obs, params);
+    case QuantizerKind::MX:
+    case QuantizerKind::Dynamic:
+      break;
   }
   return nullptr;
 }
@@ -89,6 +101,26 @@ QConfigRegistry::QConfigRegistry() {
   const QuantizerConfig w4_block{.spec = QuantSpec::weight_per_block(4, 32, -1),
                                  .observer = ObserverKind::MinMax};
   register_config(preset("int4_weight_block32", w4_block, std::nullopt));
+  // OCP MX (weights and activations): blocks of 32 over the dimensions from axis 1 (a Linear's
+  // inputs, a conv's C x kh x kw), E8M0 scales from each block.
+  auto mx = [](Format f) { return QuantizerConfig{.spec = QuantSpec::mx(f, 32, 1), .kind = QK::MX}; };
+  register_config(preset("mxfp8", mx(Format::FP8_E4M3), mx(Format::FP8_E4M3)));
+  register_config(preset("mxfp6", mx(Format::FP6_E2M3), mx(Format::FP6_E2M3)));
+  register_config(preset("mxfp4", mx(Format::FP4_E2M1), mx(Format::FP4_E2M1)));
+  register_config(preset("mxint8", mx(Format::Int), mx(Format::Int)));
+  // NVFP4: blocks of 16, E4M3 block scales under a per-tensor fp32 scale from each batch.
+  const QuantizerConfig nv{.spec = QuantSpec::nvfp4(16, 1), .kind = QK::MX};
+  register_config(preset("nvfp4", nv, nv));
+  // torchao's 8da4w: int4 symmetric weights per group of 32 inputs, int8 affine activations
+  // with a range per row (token) from each batch.
+  const QuantizerConfig a8_dyn{.spec = QuantSpec{.bits = 8,
+                                                 .is_signed = true,
+                                                 .symmetric = false,
+                                                 .granularity = Granularity::PerChannel,
+                                                 .axis = 0,
+                                                 .dynamic = true},
+                               .kind = QK::Dynamic};
+  register_config(preset("int8_dyn_act_int4_weight", w4_block, a8_dyn));
 }
 
 void QConfigRegistry::register_config(const QConfig& config, bool replace) {

@@ -10,6 +10,7 @@
 
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/learnable_quantizer.h"
+#include "modules/quant/mx_quantizer.h"
 #include "modules/quant/quantizer.h"
 
 namespace qat::quant {
@@ -19,6 +20,8 @@ enum class QuantizerKind {
   LSQ,            ///< LearnableFakeQuantize
   LearnableAmax,  ///< LearnableAmaxFakeQuantize (PACT)
   FP8,            ///< FP8FakeQuantize (spec.format FP8_*)
+  MX,             ///< MXFakeQuantize (OCP MX or NVFP4 block scales, spec.is_microscaled())
+  Dynamic,        ///< DynamicFakeQuantize (spec.dynamic: qparams from each batch)
 };
 
 /// How one tensor (a weight or an activation) is quantized.
@@ -58,7 +61,8 @@ std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& config, const S
 class QConfigRegistry {
  public:
   /// Registers the presets: int8_default, int8_lsq, int4_lsq, int8_pact, fp8_e4m3,
-  /// int4_weight_block32; the global default is int8_default.
+  /// int4_weight_block32, mxfp8, mxfp6, mxfp4, mxint8, nvfp4, int8_dyn_act_int4_weight; the
+  /// global default is int8_default.
   QConfigRegistry();
 
   /// Adds a user config; throws if the name exists (unless `replace`) or is "skip".

@@ -9,6 +9,7 @@
 #include "modules/quant/fuse.h"
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/learnable_quantizer.h"
+#include "modules/quant/mx_quantizer.h"
 #include "modules/quant/numeric_report.h"
 #include "modules/quant/observer.h"
 #include "modules/quant/prepare.h"

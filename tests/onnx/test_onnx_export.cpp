@@ -226,6 +226,26 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_problem_and_leave_no_file) {
   BOOST_TEST(error_of([&] { export_onnx(scaled_op, example(), path); })
                  .find("export_onnx: op 'mul_scalar' in (root) has no ONNX form") == 0);
   BOOST_TEST(!std::filesystem::exists(path));
+  // microscaled (MX, NVFP4) and dynamic quantizers have no exact ONNX form
+  for (const char* preset : {"mxfp4", "nvfp4"}) {
+    auto mx = trained_resnet(preset);
+    BOOST_TEST(error_of([&] {
+                 export_onnx(*mx, example(), path);
+               }).find("export_onnx: 'quant.activation_post_process' (fp4_e2m1 per-block(") == 0);
+    BOOST_TEST(error_of([&] { export_onnx(*mx, example(), path); }).find("has no exact ONNX form") !=
+               std::string::npos);
+  }
+  QConfigRegistry dyn_reg;
+  dyn_reg.register_config(QConfig{"dyn", QuantizerConfig{.spec = QuantSpec::weight_per_channel(8)},
+                                  dyn_reg.get("int8_dyn_act_int4_weight").activation});
+  SmallResNet dyn;
+  dyn_reg.set_global("dyn");
+  prepare_qat(dyn, dyn_reg, example());
+  train_on_noise(dyn, 1, 3);
+  BOOST_TEST(error_of([&] {
+               export_onnx(dyn, example(), path);
+             }).find("dynamic: its qparams come from each batch") != std::string::npos);
+  BOOST_TEST(!std::filesystem::exists(path));
   // an unwritable path: the error names it, nothing is left behind
   const std::string bad = (dir / "missing_dir" / "m.onnx").string();
   const std::string msg = error_of([&] { export_onnx(*m, example(), bad); });

@@ -7,7 +7,11 @@
 // sum16: a run of n terms is summed in double as 16 partial sums, term i going to lane i % 16
 // in index order, then lanes combined pairwise (l += l + 8, l += l + 4, l += l + 2, l += l + 1);
 // narrower vectors emulate the 16 lanes.
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+
+#include "modules/quant/detail/float_round.h"
 
 namespace qat::quant::kernels {
 
@@ -43,6 +47,29 @@ double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::
 /// saturating at +-max, NaN kept.
 void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
                     int mantissa_bits, int min_exponent, float max);
+
+/// OCP MX shared exponent of a block with finite amax >= 0: floor(log2 amax) - emax_elem
+/// clamped to E8M0's [-127, 127] (0 and float32 subnormals: -127).
+inline int mx_shared_exponent(float amax, int emax) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &amax, sizeof bits);
+  return std::clamp(static_cast<int>(bits >> 23) - 127 - emax, -127, 127);
+}
+/// NVFP4 (torchao nvfp4_quantize, two-level): the block's scale per_tensor_scale *
+/// e4m3(clamp(amax / 6 / per_tensor_scale, 2^-6, 448)), each step in float32.
+inline float nvfp4_block_scale(float amax, float per_tensor_scale) {
+  const float scaled = std::clamp(amax / 6.0f / per_tensor_scale, 0.015625f, 448.0f);
+  return per_tensor_scale * detail::round_element(scaled, element_format(Format::FP8_E4M3));
+}
+/// OCP MX fake quantization of one row of n floats in blocks of `block` (the last may be
+/// shorter): X = 2^mx_shared_exponent(block amax, emax), v = x * (1/X), y = round(v) X with the
+/// element grid of fp8_fake_quant, mask = [|v| <= max]; a block holding NaN or +-inf -> NaN, mask 0.
+void mx_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+                   int mantissa_bits, int min_exponent, float max, int emax);
+/// NVFP4 on one row: s = nvfp4_block_scale(block amax, per_tensor_scale), v = x / s,
+/// y = round_e2m1(v) s, mask = [|v| <= 6]; non-finite blocks as mx_fake_quant.
+void nvfp4_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+                      float per_tensor_scale);
 
 /// Min and max of n > 0 floats, NaN skipped, -0 counted below +0 (so the result does not depend
 /// on the order). Sets *bad if any value is NaN or +-inf.
