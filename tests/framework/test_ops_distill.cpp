@@ -40,9 +40,9 @@ BOOST_AUTO_TEST_CASE(grad_kl_div_softmax) {
   auto s = rand_double(Shape{3, 5}, 33, -3, 3);
   auto t = rand_double(Shape{3, 5}, 34, -3, 3);
   Tensor labels = Tensor::from_vector<std::int64_t>({4, 0, 2}, Shape{3});
-  check_gradients(
-      "distillation_loss",
-      [labels](const V& in) { return distillation_loss(in[0], in[1], labels, 0.7, 2.5); }, {s, t});
+  check_gradients("distillation_loss",
+                  [labels](const V& in) { return distillation_loss(in[0], in[1], labels, 0.7, 2.5); },
+                  {s, t});
 }
 
 BOOST_AUTO_TEST_CASE(kl_div_softmax_values) {
@@ -84,7 +84,9 @@ BOOST_AUTO_TEST_CASE(kl_div_softmax_errors) {
              "kl_div_softmax: temperature must be finite and > 0, got 0");
   BOOST_TEST(message([&] { kl_div_softmax(a, a, std::nan("")); }) ==
              "kl_div_softmax: temperature must be finite and > 0, got nan");
-  BOOST_TEST(message([&] { kl_div_softmax(a, Tensor::zeros(Shape{2, 4}), 1.0); }) ==
+  BOOST_TEST(message([&] {
+               kl_div_softmax(a, Tensor::zeros(Shape{2, 4}), 1.0);
+             }) ==
              "kl_div_softmax: student_logits float32[2, 3] and teacher_logits float32[2, 4] must match");
   BOOST_CHECK_THROW(kl_div_softmax(Tensor::zeros(Shape{6}), Tensor::zeros(Shape{6}), 1.0), Error);
   BOOST_CHECK_THROW(kl_div_softmax(a, Tensor::zeros(Shape{2, 3}, DType::Float64), 1.0), Error);
