@@ -119,15 +119,21 @@ std::vector<std::string> SensitivityTable::layers() const {
 std::string SensitivityTable::table() const {
   using detail::fixed;
   std::vector<std::vector<std::string>> cells{
-      {"layer", "config", "weights", "bits/weight", "loss drop", "acc drop %", "logit SQNR dB", "note"}};
+      {"layer", "config", "weights", "bits/weight", "loss drop", "acc drop %", "logit SQNR dB"}};
   for (const SensitivityRow& r : rows)
     cells.push_back({r.layer, r.config, std::to_string(r.weights), fixed(r.bits_per_weight, 3),
                      fixed(r.loss_drop, 4), fixed(100.0 * r.accuracy_drop, 2),
-                     fixed(r.output_sqnr_db, 2), r.ok() ? "" : "n/a: " + r.error});
+                     fixed(r.output_sqnr_db, 2)});
   std::ostringstream s;
   s << "float model on " << eval_samples << " held-out samples: loss " << fixed(float_loss, 4)
-    << ", accuracy " << fixed(100.0 * float_accuracy, 2) << "%\n"
-    << detail::aligned(cells, 2);
+    << ", accuracy " << fixed(100.0 * float_accuracy, 2) << "%\n";
+  std::istringstream lines(detail::aligned(cells, 2));
+  std::string line;
+  for (std::size_t i = 0; std::getline(lines, line); ++i) {  // line 0 is the header
+    s << line;
+    if (i > 0 && !rows[i - 1].ok()) s << "  n/a: " << rows[i - 1].error;
+    s << "\n";
+  }
   return s.str();
 }
 
