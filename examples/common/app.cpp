@@ -12,6 +12,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "examples/common/distill.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/progress.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
@@ -93,6 +95,9 @@ struct Options {
   std::uint64_t seed = 0;
   std::string save, load, resume, export_onnx;
   bool eval_only = false, json = false, onnx_int8 = false, distributed = false;
+  bool mode_given = false;  // --mode on the command line (QAT from an fp32 --load)
+  DistillOptions distill;
+  MixedPrecisionOptions mixed;
 };
 
 double peak_rss_mb() {
@@ -138,8 +143,10 @@ Tensor example_input(const ModelFactory& factory) {
 
 // The float model, prepared for QAT when `o.mode` says so; `report` receives prepare's report.
 nn::ModulePtr build_model(const Options& o, const ModelFactory& factory,
-                          quant::PrepareReport* report = nullptr) {
+                          quant::PrepareReport* report = nullptr,
+                          const io::Checkpoint* float_init = nullptr) {
   nn::ModulePtr model = factory.build(o.arch);
+  if (float_init) io::load_into(*model, *float_init);  // QAT starts from these float weights
   if (o.mode == "qat") {
     quant::QConfigRegistry registry;
     registry.set_global(o.qconfig);
@@ -295,10 +302,28 @@ int run_program(Options o, const ModelFactory& factory) {
   const bool lead = !group || group->rank() == 0;
 
   std::optional<io::Checkpoint> from;  // --load or --resume
+  const Options cli = o;
   if (!o.load.empty() || !o.resume.empty()) {
     from = io::load(o.load.empty() ? o.resume : o.load);
     adopt(o, factory, *from);
   }
+  // --load FP32 with --mode qat or --budget-bits: QAT (with the command line's configs) starts
+  // from the float weights.
+  const bool qat_from_fp32 = from && !o.load.empty() && meta(*from, factory, "kind") == "fp32" &&
+                             ((cli.mode_given && cli.mode == "qat") || o.mixed.enabled());
+  QAT_REQUIRE(!o.mixed.enabled() || qat_from_fp32, "--budget-bits",
+              "needs --load FP32_CHECKPOINT (the trained float model whose layers are measured; "
+              "write one with --mode fp32 --save PATH)");
+  QAT_REQUIRE(!o.mixed.enabled() || !(cli.mode_given && cli.mode == "fp32"), "--budget-bits",
+              "trains a QAT model; drop --mode fp32");
+  QAT_REQUIRE(o.distill.teacher.empty() || !o.eval_only, "--distill", "has no effect with --eval-only");
+  if (qat_from_fp32) {
+    o.mode = "qat";
+    o.qconfig = cli.qconfig;
+    o.rules = cli.rules;
+  }
+  std::unique_ptr<Teacher> teacher;
+  if (!o.distill.teacher.empty()) teacher = std::make_unique<Teacher>(o.distill, factory);
   const bool int8_file = from && meta(*from, factory, "kind") == "int8";
   QAT_REQUIRE(!int8_file || o.resume.empty(), "--resume", "'", o.resume,
               "' is an int8 inference "
@@ -315,12 +340,26 @@ int run_program(Options o, const ModelFactory& factory) {
   if (!o.export_onnx.empty() && lead) io::check_writable(o.export_onnx);
   const data::Dataset test = first(data::load_fashion_mnist(o.data, false), o.test_limit);
 
+  std::optional<MixedPrecisionResult> mixed;
+  if (o.mixed.enabled()) {  // sensitivity of the loaded float model -> per-layer rules
+    nn::ModulePtr float_model = factory.build(o.arch);
+    io::load_into(*float_model, *from);
+    mixed = plan_mixed_precision(*float_model, factory, o.arch,
+                                 first(data::load_fashion_mnist(o.data, true), o.train_limit), o.mixed);
+    o.rules.insert(o.rules.end(), mixed->rules.begin(), mixed->rules.end());
+    std::cerr << "sensitivity (one layer quantized at a time):\n"
+              << mixed->table << "mixed precision under " << o.mixed.budget_bits << " bits per weight:\n"
+              << mixed->plan << "rules:";
+    for (const std::string& r : mixed->rules) std::cerr << " --rule " << r;
+    std::cerr << "\n";
+  }
+
   quant::PrepareReport prepared;
-  nn::ModulePtr model = build_model(o, factory, &prepared);
+  nn::ModulePtr model = build_model(o, factory, &prepared, qat_from_fp32 ? &*from : nullptr);
   if (int8_file)
     quant::convert(*model, example_input(factory),
                    {.require_calibrated = false});  // the file brings the qparams
-  if (from)
+  if (from && !qat_from_fp32)
     io::load_into(*model, *from);  // strict: names, shapes, dtypes; the model is untouched on error
 
   std::ostringstream js;
@@ -381,6 +420,7 @@ int run_program(Options o, const ModelFactory& factory) {
   if (!o.json && lead) {
     if (!prepared.layers.empty())
       std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepared.table();
+    if (teacher) std::cerr << "distillation: " << teacher->describe() << "\n";
     std::cerr << model->summary() << "BLAS: " << detail::blas_info()
               << "\nCPU kernels: " << cpu::describe() << "\n";
   }
@@ -402,7 +442,8 @@ int run_program(Options o, const ModelFactory& factory) {
     for (const data::Batch& b : loader) {
       optimizer->zero_grad();
       guard.check_input(b.images);
-      Tensor loss = cross_entropy(ddp ? ddp->forward(b.images) : model->forward(b.images), b.labels);
+      const Tensor logits = ddp ? ddp->forward(b.images) : model->forward(b.images);
+      Tensor loss = teacher ? teacher->loss(logits, b) : cross_entropy(logits, b.labels);
       guard.check_loss(loss);
       loss.backward();
       guard.check_gradients();
@@ -498,6 +539,12 @@ int run_program(Options o, const ModelFactory& factory) {
 #endif
   }
   if (save_bytes) js << ", \"checkpoint_bytes\": " << save_bytes;
+  if (teacher)
+    js << ", \"distill\": {\"weight\": " << o.distill.weight
+       << ", \"temperature\": " << o.distill.temperature
+       << ", \"teacher_acc\": " << evaluate(teacher->model(), test, factory.flatten_input).accuracy
+       << "}";
+  if (mixed) js << ", \"mixed_precision\": " << mixed->json;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
   if (o.json)
     std::cout << js.str() << std::endl;
@@ -610,6 +657,8 @@ int run(int argc, char** argv, const ModelFactory& factory) {
                "data-parallel training, one replica per process: start N processes with RANK, "
                "WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (scripts/launch.sh N ...) or under mpirun; "
                "--batch is the global batch");
+  add_distill_options(app, o.distill);
+  add_mixed_precision_options(app, o.mixed);
   auto* onnx =
       app.add_option("--export-onnx", o.export_onnx,
                      "write the trained QAT model to PATH as ONNX (QuantizeLinear/DequantizeLinear)");
@@ -617,6 +666,7 @@ int run(int argc, char** argv, const ModelFactory& factory) {
       ->needs(onnx);
   try {
     app.parse(argc, argv);
+    o.mode_given = app.count("--mode") > 0;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }

@@ -87,6 +87,14 @@ Tensor log_softmax(const Tensor& x, int dim = -1);
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 /// mean((input - target)^2)
 Tensor mse_loss(const Tensor& input, const Tensor& target);
+/// KL(softmax(teacher/T) || softmax(student/T)) averaged over the batch (PyTorch's
+/// F.kl_div(F.log_softmax(s/T), F.softmax(t/T), reduction="batchmean")); logits (N,C), same
+/// dtype; differentiable in both (the teacher normally carries no gradient).
+Tensor kl_div_softmax(const Tensor& student_logits, const Tensor& teacher_logits, double temperature);
+/// Knowledge distillation (Hinton et al. 2015):
+///   (1 - weight) cross_entropy(student, labels) + weight T^2 kl_div_softmax(student, teacher, T)
+Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_logits,
+                         const Tensor& labels, double weight, double temperature);
 
 // ---- convolution and pooling (ops/conv.cpp, ops/pool.cpp) ---------------------------------
 struct Conv2dParams {

@@ -351,3 +351,61 @@ BOOST_AUTO_TEST_CASE(bad_paths_and_checkpoints_fail_before_training) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Distillation (--distill) and mixed precision (--budget-bits) from an fp32 checkpoint.
+BOOST_FIXTURE_TEST_SUITE(cli_distill_mixed, Fixture)
+
+BOOST_AUTO_TEST_CASE(distill_and_budget_bits_end_to_end) {
+  const std::string cnn = std::string(QAT_CNN_QAT) + data + " ";
+  const Result f = run(cnn + "--epochs 1 --save " + path("f.ckpt"));
+  BOOST_REQUIRE_MESSAGE(f.status == 0, f.err);
+  const Result d = run(cnn + "--mode qat --qconfig int4_lsq --epochs 1 --distill " + path("f.ckpt") +
+                       " --kd-weight 0.7 --kd-temperature 3 --json");
+  BOOST_REQUIRE_MESSAGE(d.status == 0, d.err);
+  BOOST_TEST(d.out.find("\"distill\": {\"weight\": 0.7, \"temperature\": 3, \"teacher_acc\": ") !=
+                 std::string::npos,
+             d.out);
+  // --load FP32 --budget-bits: sensitivity -> rules -> QAT from the float weights -> convert.
+  const Result m = run(cnn + "--load " + path("f.ckpt") +
+                       " --budget-bits 6 --epochs 1 --mp-calib-batches 2 "
+                       "--mp-held-out 200 --mp-candidates int8_default,int4_lsq --json");
+  BOOST_REQUIRE_MESSAGE(m.status == 0, m.err);
+  const std::string js = last_line(m.out);
+  BOOST_TEST(field(js, "mode") == "\"qat\"", js);
+  BOOST_TEST(
+      js.find("\"plan\": {\"budget_bits_per_weight\": 6, \"bits_per_weight\": ") != std::string::npos,
+      js);
+  BOOST_TEST(m.err.find("rules: --rule conv1=") != std::string::npos, m.err);
+  BOOST_TEST(std::stod(field(js, "int8_acc")) > 0.3, js);
+}
+
+BOOST_AUTO_TEST_CASE(bad_distill_and_budget_flags_exit_2) {
+  const std::string cnn = std::string(QAT_CNN_QAT) + data + " ";
+  BOOST_REQUIRE(run(cnn + "--mode qat --epochs 0 --save " + path("q.ckpt")).status == 0);
+  const Result q = run(cnn + "--mode qat --epochs 1 --distill " + path("q.ckpt"));
+  BOOST_TEST(q.status == 2);
+  BOOST_TEST(q.err.find("--distill: the teacher must be an fp32 checkpoint") != std::string::npos,
+             q.err);
+  const Result none = run(cnn + "--epochs 1 --distill " + path("nothing.ckpt"));
+  BOOST_TEST(none.status == 2);
+  BOOST_TEST(none.err.find("nothing.ckpt") != std::string::npos, none.err);
+  BOOST_TEST(run(cnn + "--epochs 1 --kd-weight 0.5").status == 2);  // needs --distill
+  BOOST_TEST(run(cnn + "--epochs 1 --distill " + path("q.ckpt") + " --kd-weight 1.5").status == 2);
+  BOOST_TEST(run(cnn + "--epochs 1 --distill " + path("q.ckpt") + " --kd-temperature 0").status == 2);
+  const Result nb = run(cnn + "--epochs 1 --budget-bits 5");
+  BOOST_TEST(nb.status == 2);
+  BOOST_TEST(nb.err.find("--budget-bits: needs --load FP32_CHECKPOINT") != std::string::npos, nb.err);
+  BOOST_REQUIRE(run(cnn + "--epochs 0 --save " + path("f.ckpt")).status == 0);
+  const Result low = run(cnn + "--load " + path("f.ckpt") +
+                         " --budget-bits 2 --epochs 0 --mp-calib-batches 1 "
+                         "--mp-held-out 64");
+  BOOST_TEST(low.status == 2);
+  BOOST_TEST(
+      low.err.find("--budget-bits: quant::mixed_precision: budget_bits_per_weight = 2 is below the "
+                   "smallest size") != std::string::npos,
+      low.err);
+  BOOST_TEST(run(cnn + "--load " + path("f.ckpt") + " --budget-bits 5 --mp-candidates int3").status ==
+             2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

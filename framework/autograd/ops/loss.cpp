@@ -137,4 +137,84 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   return out;
 }
 
+// Hinton et al. 2015 ("Distilling the Knowledge in a Neural Network"), as PyTorch's
+// F.kl_div(F.log_softmax(s / T, 1), F.softmax(t / T, 1), reduction="batchmean"):
+//   p = softmax(t / T), log q = log_softmax(s / T),  loss = 1/N sum_i sum_c p_ic (log p_ic - log q_ic)
+// With d = log p - log q and KL_i = sum_c p_ic d_ic:
+//   ds_ic = g/(N T) (q_ic - p_ic),   dt_ic = g/(N T) p_ic (d_ic - KL_i)
+// (dt: dKL_i/dlog p_c = p_c (d_c + 1), through log_softmax: p_c (d_c + 1) - p_c sum_k p_k (d_k + 1)).
+Tensor kl_div_softmax(const Tensor& student_logits, const Tensor& teacher_logits, double temperature) {
+  require_float(student_logits, "kl_div_softmax", "student_logits");
+  require_float(teacher_logits, "kl_div_softmax", "teacher_logits");
+  require_rank(student_logits, 2, "kl_div_softmax", "student_logits");
+  QAT_REQUIRE(student_logits.shape() == teacher_logits.shape() &&
+                  student_logits.dtype() == teacher_logits.dtype(),
+              "kl_div_softmax", "student_logits ", dtype_name(student_logits.dtype()),
+              student_logits.shape(), " and teacher_logits ", dtype_name(teacher_logits.dtype()),
+              teacher_logits.shape(), " must match");
+  QAT_REQUIRE(std::isfinite(temperature) && temperature > 0, "kl_div_softmax",
+              "temperature must be finite and > 0, got ", temperature);
+  const std::int64_t N = student_logits.size(0), C = student_logits.size(1);
+  QAT_REQUIRE(N > 0 && C > 0, "kl_div_softmax", "empty logits of shape ", student_logits.shape());
+  Tensor logq = Tensor::empty(student_logits.shape(), student_logits.dtype());
+  Tensor logp = Tensor::empty(student_logits.shape(), student_logits.dtype());
+  Tensor out = Tensor::empty(Shape{}, student_logits.dtype());
+  detail::dispatch_float(student_logits.dtype(), "kl_div_softmax", [&]<class T>() {
+    std::vector<T> row(static_cast<std::size_t>(C));
+    const T inv_t = static_cast<T>(1.0 / temperature);
+    double total = 0;
+    for (std::int64_t i = 0; i < N; ++i) {
+      for (std::int64_t c = 0; c < C; ++c) row[c] = student_logits.data<T>()[i * C + c] * inv_t;
+      log_softmax_row(row.data(), logq.data<T>() + i * C, C, 1);
+      for (std::int64_t c = 0; c < C; ++c) row[c] = teacher_logits.data<T>()[i * C + c] * inv_t;
+      log_softmax_row(row.data(), logp.data<T>() + i * C, C, 1);
+      for (std::int64_t c = 0; c < C; ++c) {
+        const T lp = logp.data<T>()[i * C + c];
+        const T p = std::exp(lp);
+        if (p > 0) total += double(p) * double(lp - logq.data<T>()[i * C + c]);  // 0 log 0 = 0
+      }
+    }
+    *out.data<T>() = static_cast<T>(total / static_cast<double>(N));
+  });
+  autograd::record(out, "kl_div_softmax", {student_logits, teacher_logits},
+                   [logq, logp, N, C, temperature](const Tensor& g, const Inputs& in, Grads& gi) {
+                     const bool ds = in[0].requires_grad(), dt = in[1].requires_grad();
+                     if (ds) gi[0] = Tensor::empty(logq.shape(), logq.dtype());
+                     if (dt) gi[1] = Tensor::empty(logp.shape(), logp.dtype());
+                     detail::dispatch_float(g.dtype(), "kl_div_softmax_backward", [&]<class T>() {
+                       const T k = *g.data<T>() / static_cast<T>(static_cast<double>(N) * temperature);
+                       for (std::int64_t i = 0; i < N; ++i) {
+                         const T* lq = logq.data<T>() + i * C;
+                         const T* lp = logp.data<T>() + i * C;
+                         if (ds)
+                           for (std::int64_t c = 0; c < C; ++c)
+                             gi[0].data<T>()[i * C + c] = k * (std::exp(lq[c]) - std::exp(lp[c]));
+                         if (dt) {
+                           T kl = 0;
+                           for (std::int64_t c = 0; c < C; ++c) {
+                             const T p = std::exp(lp[c]);
+                             if (p > 0) kl += p * (lp[c] - lq[c]);
+                           }
+                           for (std::int64_t c = 0; c < C; ++c) {
+                             const T p = std::exp(lp[c]);
+                             gi[1].data<T>()[i * C + c] = p > 0 ? k * p * (lp[c] - lq[c] - kl) : T(0);
+                           }
+                         }
+                       }
+                     });
+                   });
+  return out;
+}
+
+// Hinton et al. 2015, Sec. 2: the soft-target term is multiplied by T^2 so that its gradient
+// keeps its size when T changes:  (1 - w) CE(s, y) + w T^2 KL(softmax(t/T) || softmax(s/T)).
+Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_logits,
+                         const Tensor& labels, double weight, double temperature) {
+  QAT_REQUIRE(std::isfinite(weight) && weight >= 0 && weight <= 1, "distillation_loss",
+              "weight must be in [0, 1], got ", weight);
+  const Tensor kl = kl_div_softmax(student_logits, teacher_logits, temperature);
+  const Tensor ce = cross_entropy(student_logits, labels);
+  return add(mul(ce, 1.0 - weight), mul(kl, weight * temperature * temperature));
+}
+
 }  // namespace qat
