@@ -1,5 +1,6 @@
 #include "framework/distributed/process_group.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,10 @@
 namespace qat::distributed {
 
 // ---- options --------------------------------------------------------------------------------
+
+namespace {
+void require_collective_tensor(const Tensor& t, const char* fn, bool reduced = false);
+}
 
 namespace {
 
@@ -75,6 +80,11 @@ void GroupOptions::validate() const {
   QAT_REQUIRE(timeout.count() > 0, fn, "timeout must be positive, got ", timeout.count(), " ms");
 }
 
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  require_collective_tensor(t, "ProcessGroup::all_reduce", true);
+  all_reduce(t.raw_data(), t.numel(), t.dtype(), op);
+}
+
 std::string ProcessGroup::who() const {
   return qat::detail::concat("rank ", rank(), " of ", world_size());
 }
@@ -109,7 +119,7 @@ std::shared_ptr<Work::State> finished(std::string error = "") {
 }
 
 // `reduced`: all_reduce needs arithmetic types; broadcast and all_gather move any bytes.
-void require_collective_tensor(const Tensor& t, const char* fn, bool reduced = false) {
+void require_collective_tensor(const Tensor& t, const char* fn, bool reduced) {
   QAT_REQUIRE(t.defined(), fn, "undefined tensor");
   QAT_REQUIRE(t.device() == Device::CPU, fn, "tensor must be on the CPU for the Gloo backend");
   if (!reduced) return;
@@ -130,6 +140,7 @@ class SingleGroup final : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(void*, std::int64_t, DType, ReduceOp) override {
     return std::make_shared<Work>(finished());
   }
+  void all_reduce(void*, std::int64_t, DType, ReduceOp) override {}
   void broadcast(const Tensor& t, int root) override {
     require_collective_tensor(t, "ProcessGroup::broadcast");
     QAT_REQUIRE(root == 0, "ProcessGroup::broadcast", "root must be in [0, 1), got ", root);
@@ -194,34 +205,13 @@ class GlooGroup final : public ProcessGroup {
   }
 
   std::shared_ptr<Work> all_reduce_async(void* data, std::int64_t n, DType dtype, ReduceOp op) override {
-    const std::int64_t bytes = n * static_cast<std::int64_t>(element_size(dtype));
-    {
-      std::lock_guard lock(m_);
-      ++stats_.all_reduce_calls;
-      stats_.all_reduce_bytes += bytes;
-    }
     if (n == 0) return std::make_shared<Work>(finished());
-    return enqueue(qat::detail::concat("all_reduce (", op_name(op), ", ", bytes, " bytes)"), [=, this] {
-      gloo::AllreduceOptions opts(context_);
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      switch (dtype) {
-        case DType::Float32:
-          typed_all_reduce<float>(opts, data, n, op);
-          break;
-        case DType::Float64:
-          typed_all_reduce<double>(opts, data, n, op);
-          break;
-        case DType::Int32:
-          typed_all_reduce<std::int32_t>(opts, data, n, op);
-          break;
-        case DType::Int64:
-          typed_all_reduce<std::int64_t>(opts, data, n, op);
-          break;
-        default:
-          QAT_CHECK(false, "all_reduce of ", dtype_name(dtype));
-      }
-    });
+    return enqueue(count_all_reduce(n, dtype, op), [=, this] { reduce(data, n, dtype, op); });
+  }
+
+  void all_reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) override {
+    if (n == 0) return;
+    run_now(count_all_reduce(n, dtype, op), [=, this] { reduce(data, n, dtype, op); });
   }
 
   void broadcast(const Tensor& t, int root) override {
@@ -233,14 +223,14 @@ class GlooGroup final : public ProcessGroup {
       stats_.broadcast_bytes += static_cast<std::int64_t>(t.nbytes());
     }
     if (t.numel() == 0) return;
-    enqueue(qat::detail::concat("broadcast (", t.nbytes(), " bytes from rank ", root, ")"), [&, this] {
+    run_now(qat::detail::concat("broadcast (", t.nbytes(), " bytes from rank ", root, ")"), [&, this] {
       gloo::BroadcastOptions opts(context_);
       opts.setTag(next_tag());
       opts.setTimeout(options_.timeout);
       opts.setRoot(root);
       opts.setOutput(static_cast<char*>(t.raw_data()), t.nbytes());
       gloo::broadcast(opts);
-    })->wait();
+    });
   }
 
   Tensor all_gather(const Tensor& t) override {
@@ -253,14 +243,14 @@ class GlooGroup final : public ProcessGroup {
       stats_.all_gather_bytes += static_cast<std::int64_t>(out.nbytes());
     }
     if (t.numel() == 0) return out;
-    enqueue(qat::detail::concat("all_gather (", t.nbytes(), " bytes per rank)"), [&, this] {
+    run_now(qat::detail::concat("all_gather (", t.nbytes(), " bytes per rank)"), [&, this] {
       gloo::AllgatherOptions opts(context_);
       opts.setTag(next_tag());
       opts.setTimeout(options_.timeout);
       opts.setInput(static_cast<char*>(t.raw_data()), t.nbytes());
       opts.setOutput(static_cast<char*>(out.raw_data()), out.nbytes());
       gloo::allgather(opts);
-    })->wait();
+    });
     return out;
   }
 
@@ -269,12 +259,12 @@ class GlooGroup final : public ProcessGroup {
       std::lock_guard lock(m_);
       ++stats_.barriers;
     }
-    enqueue("barrier", [this] {
+    run_now("barrier", [this] {
       gloo::BarrierOptions opts(context_);
       opts.setTag(next_tag());
       opts.setTimeout(options_.timeout);
       gloo::barrier(opts);
-    })->wait();
+    });
   }
 
   GroupStats stats() const override {
@@ -283,11 +273,43 @@ class GlooGroup final : public ProcessGroup {
   }
 
  private:
+  std::string count_all_reduce(std::int64_t n, DType dtype, ReduceOp op) {
+    const std::int64_t bytes = n * static_cast<std::int64_t>(element_size(dtype));
+    std::lock_guard lock(m_);
+    ++stats_.all_reduce_calls;
+    stats_.all_reduce_bytes += bytes;
+    return qat::detail::concat("all_reduce (", op_name(op), ", ", bytes, " bytes)");
+  }
+
+  void reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) {
+    switch (dtype) {
+      case DType::Float32:
+        typed_reduce<float>(static_cast<float*>(data), n, op);
+        break;
+      case DType::Float64:
+        typed_reduce<double>(static_cast<double*>(data), n, op);
+        break;
+      case DType::Int32:
+        typed_reduce<std::int32_t>(static_cast<std::int32_t*>(data), n, op);
+        break;
+      case DType::Int64:
+        typed_reduce<std::int64_t>(static_cast<std::int64_t*>(data), n, op);
+        break;
+      default:
+        QAT_CHECK(false, "all_reduce of ", dtype_name(dtype));
+    }
+  }
+
+  // Gloo's ring: reduce-scatter then all-gather, so every rank ends with the same bits.
   template <class T>
-  static void typed_all_reduce(gloo::AllreduceOptions& opts, void* data, std::int64_t n, ReduceOp op) {
-    opts.setOutput(static_cast<T*>(data), static_cast<size_t>(n));
+  void typed_reduce(T* data, std::int64_t n, ReduceOp op) {
+    const auto count = static_cast<std::size_t>(n);
+    gloo::AllreduceOptions opts(context_);
+    opts.setTag(next_tag());
+    opts.setTimeout(options_.timeout);
+    opts.setOutput(data, count);
     opts.setReduceFunction(reduce_fn<T>(op));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);  // every rank ends with the same bits
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
     gloo::allreduce(opts);
   }
 
@@ -354,7 +376,7 @@ class GlooGroup final : public ProcessGroup {
     }
   }
 
-  std::uint32_t next_tag() { return tag_++; }  // only the worker thread calls it
+  std::uint32_t next_tag() { return tag_++; }  // one collective runs at a time (busy_)
 
   std::shared_ptr<Work> enqueue(std::string what, std::function<void()> body) {
     auto state = std::make_shared<Work::State>();
@@ -366,32 +388,60 @@ class GlooGroup final : public ProcessGroup {
     return std::make_shared<Work>(state);
   }
 
+  // A blocking collective: on this thread when nothing is queued or running (saves two thread
+  // hand-overs per call), else after the queued ones, in order.
+  void run_now(std::string what, std::function<void()> body) {
+    std::unique_lock lock(m_);
+    if (!queue_.empty() || busy_) {
+      lock.unlock();
+      enqueue(std::move(what), std::move(body))->wait();
+      return;
+    }
+    busy_ = true;
+    lock.unlock();
+    const std::string error = execute(what, body);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    cv_.notify_all();
+    if (!error.empty()) throw Error(error);
+  }
+
+  // Runs one collective; returns its error message ("" when it succeeded).
+  std::string execute(const std::string& what, const std::function<void()>& body) {
+    if (!broken_.empty())
+      return qat::detail::concat("ProcessGroup: ", what, " on ", who(),
+                                 " refused: the group is broken since an earlier collective failed (",
+                                 broken_, ")");
+    try {
+      body();
+      return "";
+    } catch (const std::exception& e) {
+      broken_ = e.what();
+      return qat::detail::concat("ProcessGroup: ", what, " failed on ", who(), ": ", e.what(),
+                                 " -- another rank exited, was killed, or stopped calling the same "
+                                 "collectives (timeout ",
+                                 options_.timeout.count() / 1000.0, " s)");
+    }
+  }
+
   void run() {
     for (;;) {
       Job job;
       {
         std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!queue_.empty() && !busy_); });
         if (queue_.empty()) return;
         job = std::move(queue_.front());
         queue_.pop_front();
+        busy_ = true;
       }
-      std::string error;
-      if (!broken_.empty()) {
-        error = qat::detail::concat("ProcessGroup: ", job.what, " on ", who(),
-                                    " refused: the group is broken since an earlier collective failed (",
-                                    broken_, ")");
-      } else {
-        try {
-          job.body();
-        } catch (const std::exception& e) {
-          broken_ = e.what();
-          error = qat::detail::concat("ProcessGroup: ", job.what, " failed on ", who(), ": ", e.what(),
-                                      " -- another rank exited, was killed, or stopped calling the same "
-                                      "collectives (timeout ",
-                                      options_.timeout.count() / 1000.0, " s)");
-        }
+      std::string error = execute(job.what, job.body);
+      {
+        std::lock_guard lock(m_);
+        busy_ = false;
       }
+      cv_.notify_all();
       {
         std::lock_guard lock(job.state->m);
         job.state->done = true;
@@ -412,11 +462,12 @@ class GlooGroup final : public ProcessGroup {
   std::unique_ptr<detail::RendezvousClient> client_;
   std::shared_ptr<gloo::Context> context_;
   std::uint32_t tag_ = 0;
-  std::string broken_;  // the worker's first error
+  std::string broken_;  // the first error
 
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  bool busy_ = false;  // a collective is running, on the worker or inline
   bool stop_ = false;
   GroupStats stats_;
   std::thread worker_;

@@ -73,10 +73,13 @@ class ProcessGroup {
   /// Reduces `t` over every rank in place (float32, float64, int32 or int64, CPU); returns at
   /// once, the result is there after wait().
   virtual std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) = 0;
-  /// The same on raw memory (module statistics that live in std::vector).
+  /// The same on raw memory, which must stay valid until the work is done.
   virtual std::shared_ptr<Work> all_reduce_async(void* data, std::int64_t n, DType dtype,
                                                  ReduceOp op) = 0;
-  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum) { all_reduce_async(t, op)->wait(); }
+  /// Blocking all-reduce: run on the calling thread when no async collective is pending (no
+  /// hand-over to the communication thread: what module statistics use in the forward pass).
+  virtual void all_reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) = 0;
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   /// Rank `root`'s `t` into every rank's `t` (same shape and dtype everywhere).
   virtual void broadcast(const Tensor& t, int root) = 0;
   /// Every rank's `t` (same shape and dtype everywhere), stacked: (world_size, t.shape...).

@@ -25,7 +25,7 @@ void sync_min_max(float* min, float* max, std::int64_t n) {
     both[i] = min[i];
     both[n + i] = -max[i];
   }
-  g->all_reduce_async(both.data(), 2 * n, DType::Float32, ReduceOp::Min)->wait();
+  g->all_reduce(both.data(), 2 * n, DType::Float32, ReduceOp::Min);
   for (std::int64_t i = 0; i < n; ++i) {
     min[i] = both[i];
     max[i] = -both[n + i];
@@ -34,14 +34,12 @@ void sync_min_max(float* min, float* max, std::int64_t n) {
 
 void sync_sum(float* values, std::int64_t n) {
   const ProcessGroupPtr& g = g_replica_group;
-  if (g && g->world_size() > 1 && n > 0)
-    g->all_reduce_async(values, n, DType::Float32, ReduceOp::Sum)->wait();
+  if (g && g->world_size() > 1 && n > 0) g->all_reduce(values, n, DType::Float32, ReduceOp::Sum);
 }
 
 void sync_sum(double* values, std::int64_t n) {
   const ProcessGroupPtr& g = g_replica_group;
-  if (g && g->world_size() > 1 && n > 0)
-    g->all_reduce_async(values, n, DType::Float64, ReduceOp::Sum)->wait();
+  if (g && g->world_size() > 1 && n > 0) g->all_reduce(values, n, DType::Float64, ReduceOp::Sum);
 }
 
 }  // namespace qat::distributed

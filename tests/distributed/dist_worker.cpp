@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -309,6 +310,19 @@ int main(int argc, char** argv) {
       nn::ModulePtr model = make_model("int8_default", group->rank() == 1 ? 6 : 5);
       distributed::DistributedDataParallel ddp(model, group);
       return 1;
+    }
+    if (scenario == "latency") {  // microseconds per all-reduce of n floats
+      for (std::int64_t n : {1, 64, 29034}) {
+        Tensor t = Tensor::full(Shape{n}, 1.0);
+        for (int i = 0; i < 20; ++i) group->all_reduce(t);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 500; ++i) group->all_reduce(t);
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+            500;
+        if (group->rank() == 0) std::cout << "all_reduce of " << n << " floats: " << us << " us\n";
+      }
+      return 0;
     }
     if (scenario == "join") {
       group->barrier();

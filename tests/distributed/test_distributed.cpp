@@ -323,8 +323,9 @@ BOOST_AUTO_TEST_CASE(save_and_resume_across_two_ranks) {
   }
   const std::string dir = "/tmp/qat-dist-cli-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  const std::vector<std::string> common{QAT_CNN_QAT, "--distributed", "--mode", "qat", "--arch", "cnn-bn",
-                                        "--train-limit", "2048", "--test-limit", "500", "--json"};
+  const std::vector<std::string> common{QAT_CNN_QAT,    "--distributed", "--mode",        "qat",
+                                        "--arch",       "cnn-bn",        "--train-limit", "2048",
+                                        "--test-limit", "500",           "--json"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = common;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -343,7 +344,8 @@ BOOST_AUTO_TEST_CASE(save_and_resume_across_two_ranks) {
 
   const auto first = launch(with({"--epochs", "1", "--save", dir + "/part.ckpt"}), 2);
   BOOST_TEST(first[0].status == 0, first[0].output);
-  const auto rest = launch(with({"--epochs", "2", "--resume", dir + "/part.ckpt", "--save", dir + "/part.ckpt"}), 2);
+  const auto rest =
+      launch(with({"--epochs", "2", "--resume", dir + "/part.ckpt", "--save", dir + "/part.ckpt"}), 2);
   BOOST_TEST(rest[0].status == 0, rest[0].output);
   BOOST_TEST(rest[1].status == 0, rest[1].output);
   const std::string r = json_of(rest[0].output);
@@ -371,10 +373,10 @@ BOOST_AUTO_TEST_CASE(mpirun_launches_the_same_job) {
     return;
   }
   const std::string log = "/tmp/qat-dist-mpirun-" + std::to_string(::getpid()) + ".log";
-  const std::string cmd = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MASTER_PORT=") +
-                          std::to_string(free_port()) + " timeout 120 mpirun --oversubscribe -np 2 " +
-                          QAT_CNN_QAT + " --distributed --epochs 1 --train-limit 1024 --test-limit 200 --json > " +
-                          log + " 2>&1";
+  const std::string cmd =
+      std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MASTER_PORT=") +
+      std::to_string(free_port()) + " timeout 120 mpirun --oversubscribe -np 2 " + QAT_CNN_QAT +
+      " --distributed --epochs 1 --train-limit 1024 --test-limit 200 --json > " + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream ss;

@@ -212,8 +212,7 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
           std::vector<double> sums(2 * v.C);  // [sum(g)..., sum(g xhat)...], then over replicas
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
           for (i64 c = 0; c < v.C; ++c) grad_sums(c, &sums[c], &sums[v.C + c]);
-          replicas->all_reduce_async(sums.data(), 2 * v.C, DType::Float64, distributed::ReduceOp::Sum)
-              ->wait();
+          replicas->all_reduce(sums.data(), 2 * v.C, DType::Float64, distributed::ReduceOp::Sum);
 #pragma omp parallel for schedule(static) if (v.N * v.C * v.S >= kParallelMin)
           for (i64 c = 0; c < v.C; ++c) input_grad(c, sums[c], sums[v.C + c]);
         });
