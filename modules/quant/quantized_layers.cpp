@@ -113,7 +113,7 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   weight_ = register_buffer("weight", weight_q);
   weight_scale_ = register_buffer("weight_scale", weight_scale);
   if (bias_q.defined()) {
-    require_dtype(bias_q, DType::Int32, type_name().c_str(), "bias");
+    require_dtype(bias_q, DType::Float32, type_name().c_str(), "bias");
     bias_ = register_buffer("bias", bias_q);
   }
   input_scale_ = register_buffer("input_scale", scalar_f(static_cast<float>(input.scale)));
@@ -124,13 +124,16 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   detail::require_valid_state(*this);
 }
 
-// Partial sums start at bias - zx rowsum(w) and add products x w: with x, zx in [0, 255] and
-// |w| <= 128 every partial sum is within |bias| + 2 * 255 * 128 * K of zero.
+// Partial sums start at -zx rowsum(w) and add products x w: with x, zx in [0, 255] and
+// |w| <= 128 every partial sum is within 2 * 255 * 128 * K of zero. The float bias, added in the
+// output stage, must be finite and, in accumulator units b / (s_in s_w[o]), within the int32 room
+// left by K products: what an integer-only backend (ONNX QLinear*) holds, and what convert makes.
 void QuantizedWeightLayer::check_state(const StateView& state,
                                        std::vector<std::string>& problems) const {
   detail::check_output_state(state, problems);
   detail::check_input_state(state, "input_scale", "input_zero_point", problems);
   nn::check::scale(problems, state, "weight_scale");
+  nn::check::finite(problems, state, "bias");
   const Tensor* w = nn::check::find(state, "weight");
   if (w == nullptr || w->dim() < 1 || w->size(0) == 0) return;
   const double K = static_cast<double>(w->numel() / w->size(0));
@@ -140,12 +143,27 @@ void QuantizedWeightLayer::check_state(const StateView& state,
                                              " products per output overflow int32 accumulation"));
     return;
   }
-  nn::check::satisfies(
-      problems, state, "bias", [room](double b) { return b >= -room && b <= room; },
-      [&] {
-        return ::qat::detail::concat("not an int32 bias for ", K,
-                                     " products (|bias| + 65280 K <= 2^31 - 1)");
-      });
+  const Tensor *b = nn::check::find(state, "bias"), *s_in = nn::check::find(state, "input_scale"),
+               *s_w = nn::check::find(state, "weight_scale");
+  if (b == nullptr || s_in == nullptr || s_w == nullptr || b->dtype() != DType::Float32 ||
+      s_in->dtype() != DType::Float32 || s_in->numel() != 1 || s_w->dtype() != DType::Float32 ||
+      s_w->numel() != b->numel())
+    return;  // shapes and dtypes are load_into's to report
+  std::int64_t bad = 0, first = -1;
+  double units = 0;
+  for (std::int64_t o = 0; o < b->numel(); ++o) {
+    const double u = static_cast<double>(b->data<float>()[o]) /
+                     (static_cast<double>(s_in->data<float>()[0]) * s_w->data<float>()[o]);
+    if (std::isfinite(b->data<float>()[o]) && !(std::fabs(u) <= room)) {
+      if (bad++ == 0) first = o, units = u;
+    }
+  }
+  if (bad > 0)
+    problems.push_back(::qat::detail::concat(
+        "bias[", first, "] = ", nn::check::value_text(b->data<float>()[first]), ": ",
+        nn::check::value_text(units), " accumulator units (bias / (input_scale x weight_scale[", first,
+        "])), beyond the int32 room of ", room, " for ", K, " products (", bad, " of ", b->numel(),
+        " values)"));
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {
@@ -166,12 +184,12 @@ void QuantizedWeightLayer::check_input(const Tensor& x) const {
               " but the layer was converted for ", quant_str(want));
 }
 
-// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, and the clamp range
-// (a fused ReLU clamps at the zero point); the weights packed per group.
+// Per output channel: the accumulator's scale s_in s_w[o] and the float bias, 1 / s_out and the
+// clamp range (a fused ReLU clamps at the zero point); the weights packed per group.
 struct QuantizedWeightLayer::Prepared {
   std::vector<std::uint8_t> key;  // the buffers and settings it was built from
   std::vector<int8::PackedWeights> packed;
-  std::vector<int8::Multiplier> multipliers;
+  std::vector<float> scales, bias;
   int8::Requant requant{};
 };
 
@@ -199,10 +217,13 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                                    fused_relu_,
                                    static_cast<std::int32_t>(pieces),
                                    static_cast<std::int32_t>(hwc_channels_)};
-  auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
+  auto raw = [](const Tensor& t) {
+    return t.defined() ? Bytes{t.raw_data(), t.nbytes()} : Bytes{nullptr, 0};
+  };
   const std::initializer_list<Bytes> parts = {
-      {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
-      raw(input_zero_point_),      raw(scale_),  raw(zero_point_),   raw(output_range_)};
+      {settings, sizeof settings}, raw(weight_),           raw(weight_scale_), raw(bias_),
+      raw(input_scale_),           raw(input_zero_point_), raw(scale_),        raw(zero_point_),
+      raw(output_range_)};
   if (prepared_ && same_bytes(prepared_->key, parts)) return *prepared_;
 
   auto st = std::make_shared<Prepared>();
@@ -211,9 +232,10 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                    static_cast<const std::uint8_t*>(b.p) + b.n);
   const QuantInfo in = input_quant(), out = output_quant();
   const std::int64_t O = weight_.size(0), K = weight_.numel() / O, Og = O / groups;
-  for (std::int64_t o = 0; o < O; ++o)
-    st->multipliers.push_back(int8::quantize_multiplier(
-        in.scale * static_cast<double>(weight_scale_.data<float>()[o]) / out.scale));
+  for (std::int64_t o = 0; o < O; ++o) {
+    st->scales.push_back(static_cast<float>(in.scale) * weight_scale_.data<float>()[o]);
+    st->bias.push_back(bias_.defined() ? bias_.data<float>()[o] : 0.0f);
+  }
   // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col
   const std::int8_t* w = weight_.data<std::int8_t>();
   std::vector<std::int8_t> reordered;
@@ -238,7 +260,11 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
-  st->requant = {st->multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
+  st->requant = {st->scales.data(),
+                 st->bias.data(),
+                 1.0f / static_cast<float>(out.scale),
+                 out.zero_point,
+                 fused_relu_ ? std::max(lo, out.zero_point) : lo,
                  hi};
   prepared_ = std::move(st);
   return *prepared_;
@@ -253,7 +279,7 @@ QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_sc
               weight_q.shape());
 }
 
-// y = requant(sum_k (x - zx) w + bias)
+// y = requant(sum_k (x - zx) w)
 Tensor QuantizedLinear::forward(const Tensor& x) {
   check_input(x);
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
@@ -264,8 +290,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
   int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                         st.packed[0], bias_.defined() ? bias_.data<std::int32_t>() : nullptr,
-                         st.requant, y.data<std::uint8_t>(), O);
+                         st.packed[0], st.requant, y.data<std::uint8_t>(), O);
   y.set_quant_info(output_quant());
   return y;
 }
@@ -365,10 +390,10 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;
-      rq.multiplier = st.multipliers.data() + g * Og;
-      int8::gemm_u8s8_implicit(
-          base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx, st.packed[g],
-          bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq, yc + g * Og, O);
+      rq.scale = st.scales.data() + g * Og;
+      rq.bias = st.bias.data() + g * Og;
+      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
+                               st.packed[g], rq, yc + g * Og, O);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
