@@ -1,6 +1,7 @@
 // Linear-BatchNorm1d: nn::BatchNorm1d, the QAT LinearBn1d (batch norm folded into the fake-quantized
 // weight, PyTorch's LinearBn1d), its fusion (explicit fuse_modules, Sequential, the graph of a
 // custom module), convert into QuantizedLinear, and checkpoints of both.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
@@ -245,6 +246,43 @@ BOOST_AUTO_TEST_CASE(converts_to_quantized_linear_and_round_trips) {
   convert(int8, Tensor::zeros(Shape{2, 16}), {.require_calibrated = false});
   io::load_into(int8, io::from_bytes(io::to_bytes(io::capture(again))));
   BOOST_TEST(values(int8.forward(x)) == values(y8), tt::per_element());
+}
+
+// quant::compare folds the float model's batch norm into fc1's weight, as LinearBn1d does: with
+// the qparams observed on the final folded weight, 8-bit weights are well above 30 dB (unfolded,
+// the rows' scales would not match).
+BOOST_AUTO_TEST_CASE(numeric_report_folds_the_batch_norm) {
+  manual_seed(11);
+  MlpBn float_model;
+  Generator gen(12);
+  float_model.train();
+  {
+    NoGradGuard ng;
+    for (int i = 0; i < 5; ++i) float_model.forward(Tensor::uniform(Shape{64, 16}, 0, 1, gen));
+  }
+  auto& bn = dynamic_cast<nn::BatchNorm1d&>(*float_model.child("bn1"));
+  for (float v : values(bn.running_var())) BOOST_TEST(v != 1.0f);  // statistics that matter
+  MlpBn qat_model;
+  io::load_into(qat_model, io::capture(float_model));
+  QConfigRegistry reg;
+  prepare_qat(qat_model, reg, Tensor::zeros(Shape{2, 16}));
+  const Tensor x = Tensor::uniform(Shape{256, 16}, 0, 1, gen);
+  freeze_bn_stats(qat_model);
+  qat_model.train();
+  {
+    NoGradGuard ng;
+    qat_model.forward(x);  // observers see the folded weight and the outputs
+  }
+  qat_model.eval();
+  float_model.eval();
+  const NumericReport rep = compare(float_model, qat_model, x);
+  const auto fc1 = std::find_if(rep.layers.begin(), rep.layers.end(),
+                                [](const LayerNumerics& l) { return l.name == "fc1"; });
+  BOOST_REQUIRE(fc1 != rep.layers.end());
+  BOOST_TEST(fc1->type == "LinearBnReLU1d");
+  BOOST_TEST(fc1->float_point == "relu1", rep.table());
+  BOOST_TEST(fc1->weight_sqnr_db > 30.0, rep.table());
+  BOOST_TEST(fc1->activation_sqnr_db > 20.0, rep.table());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
