@@ -102,12 +102,11 @@ std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64
   std::vector<std::int8_t> wq(O * K);
   for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
   for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
-  std::vector<std::int32_t> bias(O, 17);
-  std::vector<int8::Multiplier> mult(O, int8::quantize_multiplier(0.0007));
+  std::vector<float> scale(O, 0.0007f * 0.05f), bias(O, 0.0007f * 0.05f * 17);
   const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K);
-  const int8::Requant rq{mult.data(), 3, 3, 255};
-  const double t8 = seconds_per_call(
-      [&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, bias.data(), rq, yq.data(), O); });
+  const int8::Requant rq{scale.data(), bias.data(), 1.0f / 0.05f, 3, 3, 255};
+  const double t8 =
+      seconds_per_call([&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, rq, yq.data(), O); });
   std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
   const double t32 = seconds_per_call([&] {
     detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,6 +54,15 @@ struct LoadChecks {
 LoadChecks& load_checks() {
   static LoadChecks c;
   return c;
+}
+
+struct LoadUpgrades {
+  std::mutex mutex;
+  std::map<std::string, LoadUpgrade> upgrades;
+};
+LoadUpgrades& load_upgrades() {
+  static LoadUpgrades u;
+  return u;
 }
 
 std::string dotted(const std::string& prefix, const std::string& local) {
@@ -141,6 +151,14 @@ std::string LoadReport::summary(std::size_t max_per_kind) const {
   return os.str();
 }
 
+void set_load_upgrade(const std::string& name, LoadUpgrade upgrade) {
+  std::lock_guard<std::mutex> lock(load_upgrades().mutex);
+  if (upgrade)
+    load_upgrades().upgrades[name] = std::move(upgrade);
+  else
+    load_upgrades().upgrades.erase(name);
+}
+
 void set_load_check(const std::string& name, LoadCheck check) {
   std::lock_guard<std::mutex> lock(load_checks().mutex);
   if (check)
@@ -167,7 +185,18 @@ OptimizerState capture(const optim::Optimizer& opt) {
   return {opt.kind(), opt.hyperparameters(), opt.state()};
 }
 
-LoadReport load_into(nn::Module& model, const Checkpoint& ckpt, const LoadOptions& options) {
+LoadReport load_into(nn::Module& model, const Checkpoint& original, const LoadOptions& options) {
+  std::vector<LoadUpgrade> upgrades;
+  {
+    std::lock_guard<std::mutex> lock(load_upgrades().mutex);
+    for (const auto& [name, upgrade] : load_upgrades().upgrades) upgrades.push_back(upgrade);
+  }
+  std::optional<Checkpoint> upgraded;
+  if (!upgrades.empty()) {
+    upgraded = original;  // tensor handles: the upgrades replace entries, never write into them
+    for (const LoadUpgrade& u : upgrades) u(model, *upgraded);
+  }
+  const Checkpoint& ckpt = upgraded ? *upgraded : original;
   std::unordered_map<std::string_view, const Tensor*> saved;
   for (const auto& [name, t] : ckpt.tensors) saved.emplace(name, &t);
   std::unordered_map<std::string, const Tensor*> incoming;  // what the copies below would write

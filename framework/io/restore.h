@@ -77,6 +77,14 @@ using LoadCheck =
 /// load_into runs every registered check with the value checks.
 void set_load_check(const std::string& name, LoadCheck check);
 
+/// Rewrites what an older build wrote into what this build's modules hold (a changed dtype or
+/// name), given the model and a copy of the checkpoint; tensors it does not recognise stay as they
+/// are. modules/quant turns the int32 bias of int8 layers written before the float bias into float.
+using LoadUpgrade = std::function<void(nn::Module& model, Checkpoint& ckpt)>;
+/// Registers `upgrade` under `name` (replacing one of that name; an empty function removes it).
+/// load_into runs every registered upgrade before it matches the tensors.
+void set_load_upgrade(const std::string& name, LoadUpgrade upgrade);
+
 /// Copies the checkpoint's tensors into `model`'s parameters and buffers in place
 /// (Tensor::copy_), so existing handles (optimizers, quantizer registries) stay valid. Everything
 /// is checked first, and on any error the model is left bit-for-bit unchanged:

@@ -320,10 +320,12 @@ class Exporter : private onnx_writer::GraphWriter {
       });
       return set(id, conv2d(input(id, 0), w, b, conv->params(), conv->weight().shape(), name), nullptr);
     }
-    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) return set(id, batch_norm(id, *bn), nullptr);
-    throw Error(concat("export_onnx: ", label(id), " has no ONNX form; supported: QAT layers, "
-                       "quantizers and stubs, quant::Add/AddReLU/Mul/Cat, ReLU, MaxPool2d, AvgPool2d, "
-                       "AdaptiveAvgPool2d, Flatten, Dropout, Identity, Linear, Conv2d, BatchNorm2d"));
+    if (auto* bn = dynamic_cast<nn::BatchNorm*>(m)) return set(id, batch_norm(id, *bn), nullptr);
+    throw Error(concat(
+        "export_onnx: ", label(id),
+        " has no ONNX form; supported: QAT layers, "
+        "quantizers and stubs, quant::Add/AddReLU/Mul/Cat, ReLU, MaxPool2d, AvgPool2d, "
+        "AdaptiveAvgPool2d, Flatten, Dropout, Identity, Linear, Conv2d, BatchNorm1d, BatchNorm2d"));
   }
 
   // The shared_ptr owning quantizer `q` (a quantizer called directly as a module).
@@ -337,12 +339,13 @@ class Exporter : private onnx_writer::GraphWriter {
   void qat_layer(int id, QatLayer& layer) {
     const std::string name = base(id);
     const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
+    const auto* bnl = dynamic_cast<const BnFoldedLayer*>(&layer);
     const auto [w, b] = params(layer, [&] {
-      const detail::Folded f = cb ? detail::fold(*cb) : detail::Folded{layer.weight(), layer.bias()};
+      const detail::Folded f = bnl ? detail::fold(*bnl) : detail::Folded{layer.weight(), layer.bias()};
       return Params{weight(f.weight, layer.weight_fake_quant(), name), bias(f.bias, name)};
     });
     std::string y;
-    if (dynamic_cast<const QuantLinear*>(&layer)) {
+    if (dynamic_cast<const QuantLinear*>(&layer) || dynamic_cast<const LinearBn1d*>(&layer)) {
       y = gemm(id, input(id, 0), w, b, name);
     } else {
       const Conv2dParams& p = cb ? cb->params() : static_cast<const QuantConv2d&>(layer).params();
@@ -395,7 +398,7 @@ class Exporter : private onnx_writer::GraphWriter {
     return y;
   }
 
-  std::string batch_norm(int id, const nn::BatchNorm2d& bn) {
+  std::string batch_norm(int id, const nn::BatchNorm& bn) {
     const std::string name = base(id);
     const std::int64_t c = bn.num_features();
     const Tensor gamma = bn.weight().defined() ? bn.weight() : Tensor::ones(Shape{c});

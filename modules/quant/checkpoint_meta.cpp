@@ -4,6 +4,7 @@
 #include <set>
 
 #include "framework/io/restore.h"
+#include "modules/quant/quantized_layers.h"
 #include "modules/quant/quantizer.h"
 
 namespace qat::quant {
@@ -132,10 +133,41 @@ std::map<std::string, std::string> checkpoint_metadata(nn::Module& model, const 
   return out;
 }
 
+namespace {
+// Int8 checkpoints written before the float output stage hold each QuantizedLinear /
+// QuantizedConv2d bias as int32 at s_in s_w[o]: bias = q s_in s_w[o] in float (exact in real
+// numbers to float rounding; those layers computed with this bias).
+void upgrade_int8_bias(nn::Module& model, io::Checkpoint& ckpt) {
+  std::map<std::string, Tensor*> by_name;
+  for (auto& [name, t] : ckpt.tensors) by_name[name] = &t;
+  auto find = [&](const std::string& n) -> Tensor* {
+    const auto it = by_name.find(n);
+    return it == by_name.end() || !it->second->defined() ? nullptr : it->second;
+  };
+  for (const auto& [prefix, m] : model.named_modules()) {
+    if (dynamic_cast<const QuantizedWeightLayer*>(m) == nullptr) continue;
+    const std::string p = prefix.empty() ? "" : prefix + ".";
+    Tensor* b = find(p + "bias");
+    const Tensor* s_in = find(p + "input_scale");
+    const Tensor* s_w = find(p + "weight_scale");
+    if (b == nullptr || b->dtype() != DType::Int32 || s_in == nullptr || s_in->numel() != 1 ||
+        s_in->dtype() != DType::Float32 || s_w == nullptr || s_w->dtype() != DType::Float32 ||
+        s_w->numel() != b->numel())
+      continue;  // not the old layout: load_into reports what does not match
+    Tensor f = Tensor::empty(b->shape(), DType::Float32);
+    for (std::int64_t o = 0; o < b->numel(); ++o)
+      f.data<float>()[o] = static_cast<float>(static_cast<double>(b->data<std::int32_t>()[o]) *
+                                              s_in->data<float>()[0] * s_w->data<float>()[o]);
+    *b = f;
+  }
+}
+}  // namespace
+
 bool register_load_hints() {
   static const bool done = [] {
     io::set_load_hint("modules/quant", quant_load_hint);
     io::set_load_check("modules/quant", quant_load_check);
+    io::set_load_upgrade("modules/quant int8 bias", upgrade_int8_bias);
     return true;
   }();
   return done;

@@ -35,6 +35,8 @@ std::string config_counts(const std::vector<std::string>& configs);
 /// Registers the load check too (io::set_load_check): every "quant.<quantizer>" metadata entry must
 /// name a known quantizer kind and a spec QuantSpec::parse accepts, and match the model's
 /// quantizer of that name when it has one.
+/// And the upgrade (io::set_load_upgrade) of int8 checkpoints written before the float bias: the
+/// int32 bias q of a QuantizedLinear / QuantizedConv2d becomes the float q s_in s_w[o].
 /// Every program that includes this header has them registered before main().
 bool register_load_hints();
 

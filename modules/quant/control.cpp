@@ -97,21 +97,21 @@ std::int64_t unfreeze_qparams(nn::Module& model, const std::string& glob) {
 std::int64_t freeze_bn_stats(nn::Module& model, bool on, const std::string& glob) {
   constexpr const char* fn = "freeze_bn_stats";
   QAT_REQUIRE(!glob.empty(), fn, "empty glob");
-  std::unordered_set<const nn::Module*> fused_bn;  // a ConvBn2d's "bn": frozen through its layer
+  std::unordered_set<const nn::Module*> fused_bn;  // a fused layer's "bn": frozen through it
   std::int64_t n = 0;
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* layer = dynamic_cast<ConvBn2d*>(m)) {
+    if (auto* layer = dynamic_cast<BnFoldedLayer*>(m)) {
       fused_bn.insert(layer->bn().get());
       if (!selected(glob, name)) continue;
       on ? layer->freeze_bn_stats() : layer->update_bn_stats();
       ++n;
-    } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m);
+    } else if (auto* bn = dynamic_cast<nn::BatchNorm*>(m);
                bn && !fused_bn.count(bn) && selected(glob, name)) {
       bn->freeze_stats(on);
       ++n;
     }
   }
-  QAT_REQUIRE(n > 0, fn, "glob '", glob, "' matches no BatchNorm2d or ConvBn2d in the model");
+  QAT_REQUIRE(n > 0, fn, "glob '", glob, "' matches no batch norm, ConvBn2d or LinearBn1d in the model");
   return n;
 }
 

@@ -89,13 +89,14 @@ QuantizedWeight quantize_weight(const Tensor& w, const std::shared_ptr<Quantizer
   return out;
 }
 
-// bias_q = round(b / (s_in s_w[o])) in int32, refused beyond the accumulator's room for K
-// products (QuantizedWeightLayer::check_state): such a bias dwarfs every product (a diverged model).
-Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::int64_t K,
-                     const std::string& who) {
+// The float bias of the int8 layer (its output stage adds it in float, as the QAT model). It is
+// refused beyond the int32 accumulator's room for K products in units of s_in s_w[o], the bias an
+// integer-only backend (ONNX QLinearConv / QLinearMatMul) needs: such a bias dwarfs every product
+// (a diverged model).
+Tensor checked_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::int64_t K,
+                    const std::string& who) {
   if (!b.defined()) return Tensor();
   const double room = 2147483647.0 - 2.0 * 255 * 128 * static_cast<double>(K);
-  Tensor q = Tensor::empty(b.shape(), DType::Int32);
   for (std::int64_t o = 0; o < b.numel(); ++o) {
     const double v =
         std::nearbyint(static_cast<double>(b.data<float>()[o]) / (s_in * w_scale.data<float>()[o]));
@@ -103,9 +104,8 @@ Tensor quantize_bias(const Tensor& b, const Tensor& w_scale, double s_in, std::i
                 "] = ", b.data<float>()[o], " is ", v, " accumulator units (s_in ", s_in, " x s_w ",
                 w_scale.data<float>()[o], "), beyond the int32 room of ", room, " for ", K,
                 " products (a diverged model?)");
-    q.data<std::int32_t>()[o] = static_cast<std::int32_t>(v);
   }
-  return q;
+  return b.clone();
 }
 
 // NaN / inf would reach float -> int casts: refused, naming the layer, the tensor and the value.
@@ -120,8 +120,8 @@ void require_finite(const Tensor& t, const std::string& who, const char* what, c
 }
 
 // W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
-Folded fold(const ConvBn2d& cb) {
-  const nn::BatchNorm2d& bn = *cb.bn();
+Folded fold(const BnFoldedLayer& cb) {
+  const nn::BatchNorm& bn = *cb.bn();
   const std::int64_t O = cb.weight().size(0), K = cb.weight().numel() / O;
   Folded f{cb.weight().clone(), Tensor::empty(Shape{O}, DType::Float32)};
   for (std::int64_t o = 0; o < O; ++o) {
@@ -137,19 +137,20 @@ Folded fold(const ConvBn2d& cb) {
 // The int8 layer for a QAT layer whose input is quantized as `in`, and its output quantization.
 std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer, const ActivationQuant& in,
                                                      const std::string& full) {
-  const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
-  const Folded f = cb ? fold(*cb) : Folded{layer.weight(), layer.bias()};
-  const char* note = cb ? " (folded with batch norm)" : "";
+  const auto* bnl = dynamic_cast<const BnFoldedLayer*>(&layer);
+  const Folded f = bnl ? fold(*bnl) : Folded{layer.weight(), layer.bias()};
+  const char* note = bnl ? " (folded with batch norm)" : "";
   require_finite(f.weight, full, "weight", note);
   require_finite(f.bias, full, "bias", note);
   const QuantizedWeight w = quantize_weight(f.weight, layer.weight_fake_quant(), full);
   const Tensor bias =
-      quantize_bias(f.bias, w.scale, in.quant.scale, f.weight.numel() / f.weight.size(0), full);
+      checked_bias(f.bias, w.scale, in.quant.scale, f.weight.numel() / f.weight.size(0), full);
   const ActivationQuant out = activation_quant(layer.activation_fake_quant(), full);
-  if (dynamic_cast<const QuantLinear*>(&layer))
+  if (dynamic_cast<const QuantLinear*>(&layer) || dynamic_cast<const LinearBn1d*>(&layer))
     return {
         std::make_shared<QuantizedLinear>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu()),
         out};
+  const auto* cb = dynamic_cast<const ConvBn2d*>(&layer);
   const Conv2dParams params = cb ? cb->params() : static_cast<const QuantConv2d&>(layer).params();
   return {std::make_shared<QuantizedConv2d>(w.weight, w.scale, bias, in.quant, out, layer.fused_relu(),
                                             params),

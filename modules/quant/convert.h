@@ -25,12 +25,13 @@ struct ConvertOptions {
 };
 
 /// Turns a prepared (and trained) QAT model into an integer inference model, in place
-/// (Jacob et al. 2018): QuantStub -> Quantize (float -> uint8), QuantLinear / LinearReLU ->
-/// QuantizedLinear, QuantConv2d / ConvReLU2d / ConvBn2d / ConvBnReLU2d -> QuantizedConv2d (batch
-/// norm folded: W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(var + eps)), ReLU ->
-/// QuantizedReLU, MaxPool2d -> QuantizedMaxPool2d, Dropout -> Identity, DeQuantStub ->
+/// (Jacob et al. 2018): QuantStub -> Quantize (float -> uint8), QuantLinear / LinearReLU /
+/// LinearBn1d / LinearBnReLU1d -> QuantizedLinear, QuantConv2d / ConvReLU2d / ConvBn2d / ConvBnReLU2d ->
+/// QuantizedConv2d (batch norm folded: W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(var + eps)),
+/// ReLU -> QuantizedReLU, MaxPool2d -> QuantizedMaxPool2d, Dropout -> Identity, DeQuantStub ->
 /// Dequantize. Weights become int8 (symmetric, per channel or per tensor, up to 8 bits), biases
-/// int32 at scale s_in * s_w, activations uint8 (8-bit signed specs are stored offset by 128).
+/// stay float (added in the float output stage), activations uint8 (8-bit signed specs are stored offset
+/// by 128).
 ///
 /// The input quantization of each layer is followed through Sequential containers in
 /// execution order. Everything is checked and built first: an unsupported layer or spec (FP8,

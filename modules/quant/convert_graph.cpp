@@ -143,7 +143,9 @@ struct GraphConverter {
                 "the model is converted already ('", n.name, "' is a ", n.type, ")");
     throw Error(qat::detail::concat("convert: ", label(id), " receives int8 values from ", label(qin),
                                     " and has no int8 version",
-                                    n.type == "BatchNorm2d" ? " (fuse it into the conv before it)" : "",
+                                    n.type == "BatchNorm2d" || n.type == "BatchNorm1d"
+                                        ? " (fuse it into the conv / linear before it)"
+                                        : "",
                                     "; end the quantized region with a DeQuantStub before it"));
   }
 

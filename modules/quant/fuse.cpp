@@ -26,7 +26,10 @@ std::string str(const FusionGroup& g) {
 bool is_pattern(const std::vector<std::string>& t) {
   return t == std::vector<std::string>{"Conv2d", "BatchNorm2d"} ||
          t == std::vector<std::string>{"Conv2d", "BatchNorm2d", "ReLU"} ||
-         t == std::vector<std::string>{"Conv2d", "ReLU"} || t == std::vector<std::string>{"Linear", "ReLU"};
+         t == std::vector<std::string>{"Linear", "BatchNorm1d"} ||
+         t == std::vector<std::string>{"Linear", "BatchNorm1d", "ReLU"} ||
+         t == std::vector<std::string>{"Conv2d", "ReLU"} ||
+         t == std::vector<std::string>{"Linear", "ReLU"};
 }
 
 // (parent, local name) of a dotted name.
@@ -75,13 +78,17 @@ std::vector<FusedGroup> plan_fusion(nn::Module& model, const std::vector<FusionG
       std::string got;
       for (const auto& t : types) got += (got.empty() ? "" : ", ") + t;
       throw Error(qat::detail::concat("fuse_modules: group ", str(g), " has types (", got,
-                                 "); fusable are (Conv2d, BatchNorm2d[, ReLU]), (Conv2d, ReLU), "
-                                 "(Linear, ReLU)"));
+                                      "); fusable are (Conv2d, BatchNorm2d[, ReLU]), (Conv2d, ReLU), "
+                                      "(Linear, BatchNorm1d[, ReLU]), (Linear, ReLU)"));
     }
     const bool relu = types.back() == "ReLU";
     nn::ModulePtr fused;
     try {
-      if (types[0] == "Linear") {
+      if (types[0] == "Linear" && types[1] == "BatchNorm1d") {
+        fused = std::make_shared<LinearBn1d>(static_cast<const nn::Linear&>(*mods[0]),
+                                             std::static_pointer_cast<nn::BatchNorm1d>(mods[1]), nullptr,
+                                             nullptr, relu);
+      } else if (types[0] == "Linear") {
         fused = std::make_shared<QuantLinear>(static_cast<const nn::Linear&>(*mods[0]), nullptr, nullptr, true);
       } else if (types[1] == "BatchNorm2d") {
         fused = std::make_shared<ConvBn2d>(static_cast<const nn::Conv2d&>(*mods[0]),
@@ -118,7 +125,8 @@ std::vector<FusionGroup> sequential_fusion_groups(nn::Module& model) {
       if (t != "Conv2d" && t != "Linear") continue;
       FusionGroup g{join(prefix, kids[i].first)};
       std::size_t j = i + 1;
-      if (t == "Conv2d" && type(j) == "BatchNorm2d") g.push_back(join(prefix, kids[j++].first));
+      if ((t == "Conv2d" && type(j) == "BatchNorm2d") || (t == "Linear" && type(j) == "BatchNorm1d"))
+        g.push_back(join(prefix, kids[j++].first));
       if (type(j) == "ReLU") g.push_back(join(prefix, kids[j++].first));
       if (g.size() > 1) out.push_back(g), i = j - 1;
     }
@@ -154,15 +162,16 @@ std::vector<FusionGroup> graph_fusion_groups(const nn::Graph& graph, std::vector
     }
     FusionGroup g{name};
     int last = id;
-    if (conv) {
-      if (const int bn = next(last, "BatchNorm2d"); bn >= 0) {
+    {
+      const char* bn_type = conv ? "BatchNorm2d" : "BatchNorm1d";
+      if (const int bn = next(last, bn_type); bn >= 0) {
         if (called_once(bn)) {
           g.push_back(graph.nodes[static_cast<std::size_t>(bn)].name);
           last = bn;
         } else {
-          notes.push_back(qat::detail::concat("'", graph.nodes[static_cast<std::size_t>(bn)].name,
-                                         "' (BatchNorm2d) after '", name,
-                                         "' is called more than once: not fused, it stays float"));
+          notes.push_back(qat::detail::concat("'", graph.nodes[static_cast<std::size_t>(bn)].name, "' (",
+                                              bn_type, ") after '", name,
+                                              "' is called more than once: not fused, it stays float"));
         }
       }
     }

@@ -32,18 +32,6 @@ Multiplier quantize_multiplier(double real) {
   return {static_cast<std::int32_t>(q_fixed), shift};
 }
 
-std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
-                        std::int32_t hi) {
-  const std::int64_t v = std::int64_t{zp} + multiply_by_quantized_multiplier(acc, m);
-  return static_cast<std::uint8_t>(std::clamp<std::int64_t>(v, lo, hi));
-}
-
-namespace {
-inline std::uint8_t output(std::int32_t acc, const Requant& rq, std::int64_t o) {
-  return requantize(acc, rq.multiplier[o], rq.zero_point, rq.lo, rq.hi);
-}
-}  // namespace
-
 // x * m0 * 2^(shift - 31) rounded once, ties away from zero, in 64-bit integer arithmetic
 // (TFLite's single-rounding requantization; the older double rounding of gemmlowp is off by one
 // near ties).
@@ -81,25 +69,25 @@ inline void axpy_s8u8(std::int32_t w, const std::uint8_t* __restrict col, std::i
 }
 }  // namespace
 
-// acc = sum_k (x - zx) w + bias = x.w - zx rowsum(w) + bias
+// acc = sum_k (x - zx) w = x.w - zx rowsum(w)
 void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                            const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                           const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+                           const Requant& rq, std::uint8_t* y) {
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t o = 0; o < O; ++o) {
-      const std::int32_t acc = dot_u8s8(x + n * K, w + o * K, K) - zx * w_sums[o] + (bias ? bias[o] : 0);
-      y[n * O + o] = output(acc, rq, o);
+      const std::int32_t acc = dot_u8s8(x + n * K, w + o * K, K) - zx * w_sums[o];
+      y[n * O + o] = requantize(acc, rq, o);
     }
 }
 
 void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
                               std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
-                              const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+                              const Requant& rq, std::uint8_t* y) {
   std::vector<std::int32_t> acc(P);
   for (std::int64_t o = 0; o < O; ++o) {
-    std::fill(acc.begin(), acc.end(), (bias ? bias[o] : 0) - zx * w_sums[o]);
+    std::fill(acc.begin(), acc.end(), -zx * w_sums[o]);
     for (std::int64_t k = 0; k < K; ++k) axpy_s8u8(w[o * K + k], col + k * P, acc.data(), P);
-    for (std::int64_t p = 0; p < P; ++p) y[o * P + p] = output(acc[p], rq, o);
+    for (std::int64_t p = 0; p < P; ++p) y[o * P + p] = requantize(acc[p], rq, o);
   }
 }
 
@@ -152,8 +140,7 @@ int activation_bytes() { return kernels::pack_format() == kernels::PackFormat::Q
 
 namespace {
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
-void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* bias, std::int32_t zx,
-              const Requant& rq) {
+void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
@@ -161,37 +148,26 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* b
   const std::int64_t M = a.M;
   if (M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
-  // per padded channel: acc0 = bias - zx rowsum(w), m0, right = 31 - shift (pads: 0, 31)
-  std::vector<std::int32_t> acc0(Op, 0), m0(Op, 0), right(Op, 31), half_hi(Op, 0), shift_hi(Op, 0);
-  bool vector_rq = true, hi_rq = true;
+  // per padded channel: acc0 = -zx rowsum(w) (wrapping as the int32 sums do), scale, bias
+  std::vector<std::int32_t> acc0(Op, 0);
+  std::vector<float> scale(Op, 0.0f), bias(Op, 0.0f);
   for (std::int64_t o = 0; o < O; ++o) {
-    acc0[o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bias ? bias[o] : 0) -
-                                        static_cast<std::uint32_t>(zx) *
-                                            static_cast<std::uint32_t>(w.sums[o]));
-    m0[o] = rq.multiplier[o].m0;
-    right[o] = 31 - rq.multiplier[o].shift;
-    vector_rq = vector_rq && right[o] >= 1 && right[o] <= 62;
-    hi_rq = hi_rq && right[o] >= 33 && right[o] <= 62 && m0[o] >= 0;
-    if (right[o] >= 33 && right[o] <= 62) {
-      half_hi[o] = std::int32_t{1} << (right[o] - 33);
-      shift_hi[o] = right[o] - 32;
-    }
+    acc0[o] = static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(zx) *
+                                                 static_cast<std::uint32_t>(w.sums[o]));
+    scale[o] = rq.scale[o];
+    bias[o] = rq.bias ? rq.bias[o] : 0.0f;
   }
   a.K = w.K;
   a.w = w.data.data();
   a.steps = w.steps;
   a.O = O;
   a.acc0 = acc0.data();
-  a.m0 = m0.data();
-  a.right = right.data();
-  a.vector_rq = vector_rq;
-  a.hi_rq = hi_rq;
-  a.half_hi = half_hi.data();
-  a.shift_hi = shift_hi.data();
-  a.mult = rq.multiplier;
+  a.scale = scale.data();
+  a.bias = bias.data();
+  a.inv_scale = rq.inv_scale;
+  a.lo = static_cast<float>(rq.lo - rq.zero_point);
+  a.hi = static_cast<float>(rq.hi - rq.zero_point);
   a.zp = rq.zero_point;
-  a.lo = rq.lo;
-  a.hi = rq.hi;
   a.pieces = w.pieces;
   a.piece_steps = w.piece_steps;
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
@@ -226,8 +202,7 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, const std::int32_t* b
 }  // namespace
 
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
-                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
-                      std::uint8_t* y, std::int64_t ldy) {
+                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
   QAT_REQUIRE(w.pieces == 1, "int8::gemm_u8s8_packed", "weights packed in ", w.pieces,
               " pieces are for gemm_u8s8_implicit");
   kernels::GemmArgs a{};
@@ -236,12 +211,12 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
   a.ldx = ldx;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, bias, zx, rq);
+  run_gemm(a, w, zx, rq);
 }
 
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
-                        const std::int32_t* bias, const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
+                        const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
   kernels::GemmArgs a{};
   a.x = x;
   a.M = M;
@@ -249,25 +224,25 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
   a.piece_off = piece_off;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, bias, zx, rq);
+  run_gemm(a, w, zx, rq);
 }
 
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
-                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                 const std::int32_t* bias, const Requant& rq, std::uint8_t* y) {
+                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
+                 std::uint8_t* y) {
   PackedWeights p = pack_weights(w, O, K);
   p.sums.assign(w_sums, w_sums + O);
-  gemm_u8s8_packed(x, N, K, zx, p, bias, rq, y, O);
+  gemm_u8s8_packed(x, N, K, zx, p, rq, y, O);
 }
 
 // y (O, P) = (col^T (P, K) . w^T)^T
 void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
-                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
-                    const Requant& rq, std::uint8_t* y) {
+                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const Requant& rq,
+                    std::uint8_t* y) {
   std::vector<std::uint8_t> xt(P * K), yt(P * O);
   for (std::int64_t k = 0; k < K; ++k)
     for (std::int64_t p = 0; p < P; ++p) xt[p * K + k] = col[k * P + p];
-  linear_u8s8(xt.data(), P, K, zx, w, w_sums, O, bias, rq, yt.data());
+  linear_u8s8(xt.data(), P, K, zx, w, w_sums, O, rq, yt.data());
   for (std::int64_t p = 0; p < P; ++p)
     for (std::int64_t o = 0; o < O; ++o) y[o * P + p] = yt[p * O + o];
 }

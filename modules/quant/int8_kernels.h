@@ -1,8 +1,10 @@
 #pragma once
 // Integer-only inference kernels (Jacob et al. 2018, "Quantization and Training of Neural
 // Networks for Efficient Integer-Arithmetic-Only Inference"): uint8 activations with a zero
-// point, int8 symmetric per-channel weights, int32 bias and accumulators, and requantization
-// by a fixed-point multiplier and a rounding right shift.
+// point, int8 symmetric per-channel weights and int32 accumulators. The output stage scales the
+// accumulator in float32 and adds a float bias (Requant), as PyTorch's fbgemm backend; the
+// fixed-point multiplier of Jacob et al. / TFLite is kept for integer-only requantization.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -20,17 +22,30 @@ Multiplier quantize_multiplier(double real);
 /// TFLite's single-rounding variant), saturated to int32.
 std::int32_t multiply_by_quantized_multiplier(std::int32_t x, Multiplier m);
 
-/// Output stage: y = clamp(zero_point + round(acc * M), lo, hi).
+/// Output stage in the fake quantizer's float32 arithmetic (as PyTorch's fbgemm with a float
+/// bias: the int32 accumulator scaled in float, the bias added in float), so that the int8 codes
+/// equal the QAT model's wherever its float convolution rounds the same way:
+///   y = clamp(round_half_even((float(acc) * scale[o] + bias[o]) * inv_scale), lo - zp, hi - zp) + zp
+/// with acc = sum_k (x - zx) w (no bias in the accumulator).
 struct Requant {
-  const Multiplier* multiplier;  ///< per output channel
+  const float* scale;            ///< per output channel: s_in * s_w[o]
+  const float* bias;             ///< per output channel, the float bias; null: none
+  float inv_scale;               ///< 1 / s_out, as the fake quantizer computes it (1.0f / scale)
   std::int32_t zero_point;       ///< output zero point
   std::int32_t lo, hi;           ///< clamp range (a fused ReLU raises lo to zero_point)
 };
 
-/// The reference output stage: clamp(zp + multiply_by_quantized_multiplier(acc, m), lo, hi),
-/// the sum taken exactly (no int32 wrap-around).
-std::uint8_t requantize(std::int32_t acc, Multiplier m, std::int32_t zp, std::int32_t lo,
-                        std::int32_t hi);
+/// The reference output stage of one accumulator of channel o (the per-target kernels compute
+/// the same float32 operations, no contraction, bit for bit). A NaN (only from a NaN scale or
+/// bias, which the layers refuse) maps to lo.
+inline std::uint8_t requantize(std::int32_t acc, const Requant& rq, std::int64_t o) {
+  const float lo = static_cast<float>(rq.lo - rq.zero_point),
+              hi = static_cast<float>(rq.hi - rq.zero_point);
+  float v = (static_cast<float>(acc) * rq.scale[o] + (rq.bias ? rq.bias[o] : 0.0f)) * rq.inv_scale;
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
+  return static_cast<std::uint8_t>(static_cast<std::int32_t>(std::nearbyint(v)) + rq.zero_point);
+}
 
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
@@ -54,40 +69,39 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
 int activation_bytes();
 
 /// Implicit GEMM (a convolution read in place): y row m (M rows, ldy apart) =
-/// requant(A_m . w^T - zx rowsum(w) + bias), where A_m is the concatenation of w.pieces runs of
+/// requant(A_m . w^T - zx rowsum(w)), where A_m is the concatenation of w.pieces runs of
 /// K / pieces activations, run p at x + row_off[m] + piece_off[p] bytes, stored as
 /// activation_bytes() per element (uint8, or uint16 widened). Up to 4 elements past a run's end
 /// are read (times zero weights): keep that many readable bytes after the last run.
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
-                        const std::int32_t* bias, const Requant& rq, std::uint8_t* y, std::int64_t ldy);
+                        const Requant& rq, std::uint8_t* y, std::int64_t ldy);
 
-/// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w) + bias), x
-/// uint8 with zero point zx, bias int32 (O) or null. Blocked GEMM on the packed weights with the
+/// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
+/// uint8 with zero point zx. Blocked GEMM on the packed weights with the
 /// output stage fused; OpenMP over row / channel blocks when get_num_threads() > 1 (the result
 /// does not depend on the thread count or the CPU path). Throws if w was packed for another path.
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
-                      const PackedWeights& w, const std::int32_t* bias, const Requant& rq,
-                      std::uint8_t* y, std::int64_t ldy);
+                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy);
 
-/// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w) + bias), x uint8 with zero point zx,
-/// w int8 (O, K), bias int32 (O), w_sums = rowsum(w) (O, precomputed). Packs w on every call
+/// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w)), x uint8 with zero point zx,
+/// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call
 /// (layers pack once: pack_weights + gemm_u8s8_packed).
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
-                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                 const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
+                 const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
+                 std::uint8_t* y);
 
-/// y (O, P) = requant(w (O, K) . col (K, P) - zx * rowsum(w) + bias), col uint8.
+/// y (O, P) = requant(w (O, K) . col (K, P) - zx * rowsum(w)), col uint8.
 void gemm_u8s8_cols(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, std::int64_t K,
-                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const std::int32_t* bias,
-                    const Requant& rq, std::uint8_t* y);
+                    const std::uint8_t* col, std::int64_t P, std::int32_t zx, const Requant& rq,
+                    std::uint8_t* y);
 
 /// The scalar references of linear_u8s8 / gemm_u8s8_cols (plain loops; tests compare with them).
 void linear_u8s8_reference(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                            const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
-                           const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
+                           const Requant& rq, std::uint8_t* y);
 void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O,
                               std::int64_t K, const std::uint8_t* col, std::int64_t P, std::int32_t zx,
-                              const std::int32_t* bias, const Requant& rq, std::uint8_t* y);
+                              const Requant& rq, std::uint8_t* y);
 
 }  // namespace qat::quant::int8

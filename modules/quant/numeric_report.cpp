@@ -119,7 +119,7 @@ Tensor scale_rows(const Tensor& w, const std::vector<double>& per_channel) {
 }
 
 // Batch-norm folding factor f = gamma / sqrt(running_var + eps) (Jacob et al. 2018 sec. 3.2).
-std::vector<double> bn_factor(const nn::BatchNorm2d& bn) {
+std::vector<double> bn_factor(const nn::BatchNorm& bn) {
   std::vector<double> f(static_cast<std::size_t>(bn.num_features()));
   for (std::size_t c = 0; c < f.size(); ++c) {
     const double gamma = bn.weight().defined() ? bn.weight().data<float>()[c] : 1.0;
@@ -239,7 +239,7 @@ NumericReport compare(nn::Module& float_model, nn::Module& quant_model, const Te
     if (fm && fm->has_parameter("weight")) {
       w_float = fm->parameter("weight").detach();
       for (const std::string& a : absorbed[name])
-        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(find(float_model, a)))
+        if (auto* bn = dynamic_cast<nn::BatchNorm*>(find(float_model, a)))
           w_float = scale_rows(w_float, bn_factor(*bn));
     }
     Tensor w_quant, w_scale;
@@ -248,7 +248,7 @@ NumericReport compare(nn::Module& float_model, nn::Module& quant_model, const Te
     Quantizer* act = nullptr;
     if (auto* layer = dynamic_cast<QatLayer*>(m)) {
       Tensor w = layer->weight().detach();
-      if (auto* cb = dynamic_cast<ConvBn2d*>(layer)) w = scale_rows(w, bn_factor(*cb->bn()));
+      if (auto* cb = dynamic_cast<BnFoldedLayer*>(layer)) w = scale_rows(w, bn_factor(*cb->bn()));
       w_quant = layer->weight_fake_quant() ? layer->weight_fake_quant()->forward(w) : w;
       if (layer->weight_fake_quant()) w_scale = layer->weight_fake_quant()->qparams().scale;
       act = layer->activation_fake_quant().get();

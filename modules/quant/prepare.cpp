@@ -58,7 +58,7 @@ class Transaction {
 
 // The registry's kind for a layer: fused float layers resolve as the layer they started from.
 std::string registry_type(const nn::Module& m) {
-  if (dynamic_cast<const QuantLinear*>(&m)) return "Linear";
+  if (dynamic_cast<const QuantLinear*>(&m) || dynamic_cast<const LinearBn1d*>(&m)) return "Linear";
   if (dynamic_cast<const QatLayer*>(&m)) return "Conv2d";
   return m.type_name();
 }
@@ -238,9 +238,11 @@ struct Planner {
                   ? (n.type == "add" || n.type == "mul"
                          ? ": use quant::Add / quant::Mul (an nn::Child<quant::Functional>) so it is "
                            "quantized"
-                         : ": it has no int8 version; end the quantized region with a DeQuantStub before it")
-                  : (n.type == "BatchNorm2d" ? ": it was not fused into the conv before it"
-                                             : ": it has no int8 version; convert will refuse it");
+                         : ": it has no int8 version; end the quantized region with a DeQuantStub "
+                           "before it")
+                  : (n.type == "BatchNorm2d" || n.type == "BatchNorm1d"
+                         ? ": it was not fused into the conv / linear before it"
+                         : ": it has no int8 version; convert will refuse it");
           report.warnings.push_back(qat::detail::concat(
               "float ", n.kind == nn::GraphNode::Kind::Op ? "" : "module ", name_of(static_cast<int>(i)),
               n.kind == nn::GraphNode::Kind::Op ? " in " + g.scope_of(static_cast<int>(i))

@@ -10,7 +10,8 @@
 namespace qat::quant {
 
 struct PrepareOptions {
-  /// Fuse Conv2d-BatchNorm2d(-ReLU), Conv2d-ReLU and Linear-ReLU runs (the fused ReLU /
+  /// Fuse Conv2d-BatchNorm2d(-ReLU), Conv2d-ReLU, Linear-BatchNorm1d(-ReLU) and Linear-ReLU runs
+  /// (the fused ReLU /
   /// BatchNorm positions become Identity): found in the graph when prepare_qat gets an example
   /// input, else inside Sequential containers by position.
   bool fuse = true;

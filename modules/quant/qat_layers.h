@@ -3,6 +3,7 @@
 // passes through `weight_fake_quant` before the op, the output through `activation_post_process`
 // (after the fused ReLU, if any). They reuse the float layer's parameter tensors, so names
 // ("fc1.weight") and optimizer state carry over.
+#include <functional>
 #include <memory>
 
 #include "framework/nn/batchnorm.h"
@@ -81,12 +82,36 @@ class QuantConv2d : public QatLayer {
   Conv2dParams params_;
 };
 
-/// Conv2d + BatchNorm2d (+ ReLU) with the batch norm folded into the fake-quantized weight
-/// during training (PyTorch's _ConvBnNd._forward_approximate, Jacob et al. 2018 sec. 3.2):
-///   f = gamma / sqrt(running_var + eps),  y = bn(conv(x, W_fq(W f), 0) / f + b)
-/// `freeze_bn_stats()` stops updating the running statistics (bn stays in eval mode).
-/// Types "ConvBn2d" / "ConvBnReLU2d"; child "bn" and buffer "freeze_bn" besides QatLayer's.
-class ConvBn2d : public QatLayer {
+/// A weight layer with a batch norm folded into its fake-quantized weight during training
+/// (PyTorch's _ConvBnNd._forward_approximate / LinearBn1d, Jacob et al. 2018 sec. 3.2):
+///   f = gamma / sqrt(running_var + eps),  y = bn(op(x, W_fq(W f), 0) / f + b)
+/// `freeze_bn_stats()` stops updating the running statistics (bn stays in eval mode). Child "bn"
+/// and buffer "freeze_bn" besides QatLayer's. convert folds W f and (b - mean) f + beta.
+class BnFoldedLayer : public QatLayer {
+ public:
+  void train(bool on = true) override;
+  /// freeze_bn is 0 or 1.
+  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
+
+  void freeze_bn_stats();
+  void update_bn_stats();
+  bool bn_frozen() const { return freeze_bn_.item() != 0; }
+  const std::shared_ptr<nn::BatchNorm>& bn() const { return bn_; }
+
+ protected:
+  BnFoldedLayer(std::string type, const Tensor& weight, const Tensor& bias,
+                std::shared_ptr<nn::BatchNorm> bn, bool fused_relu);
+  /// bn(op(x, W_fq(W f)) / f + b) through output(); op is the layer's linear map without bias.
+  Tensor folded_forward(const Tensor& x, const std::function<Tensor(const Tensor&, const Tensor&)>& op);
+  /// Shares this layer's freeze_bn flag and training mode with `copy` (with_quantizers).
+  void copy_bn_state(BnFoldedLayer& copy) const;
+
+  Tensor freeze_bn_;
+  std::shared_ptr<nn::BatchNorm> bn_;
+};
+
+/// Conv2d + BatchNorm2d (+ ReLU), types "ConvBn2d" / "ConvBnReLU2d".
+class ConvBn2d : public BnFoldedLayer {
  public:
   ConvBn2d(const nn::Conv2d& conv, std::shared_ptr<nn::BatchNorm2d> bn,
            std::shared_ptr<Quantizer> weight_fake_quant,
@@ -98,21 +123,31 @@ class ConvBn2d : public QatLayer {
       std::shared_ptr<Quantizer> weight_fake_quant,
       std::shared_ptr<Quantizer> activation_fake_quant) const override;
   Tensor forward(const Tensor& x) override;
-  void train(bool on = true) override;
   std::string extra_repr() const override;
-  /// freeze_bn is 0 or 1.
-  void check_state(const StateView& state, std::vector<std::string>& problems) const override;
-
-  void freeze_bn_stats();
-  void update_bn_stats();
-  bool bn_frozen() const { return freeze_bn_.item() != 0; }
   const Conv2dParams& params() const { return params_; }
-  const std::shared_ptr<nn::BatchNorm2d>& bn() const { return bn_; }
 
  private:
   Conv2dParams params_;
-  Tensor freeze_bn_;
-  std::shared_ptr<nn::BatchNorm2d> bn_;
+};
+
+/// Linear + BatchNorm1d (+ ReLU) on (N, in_features), types "LinearBn1d" / "LinearBnReLU1d"
+/// (PyTorch's torch.ao.nn.intrinsic.qat.LinearBn1d). convert turns it into a QuantizedLinear.
+class LinearBn1d : public BnFoldedLayer {
+ public:
+  LinearBn1d(const nn::Linear& linear, std::shared_ptr<nn::BatchNorm1d> bn,
+             std::shared_ptr<Quantizer> weight_fake_quant,
+             std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu = false);
+  LinearBn1d(const Tensor& weight, const Tensor& bias, std::shared_ptr<nn::BatchNorm1d> bn,
+             std::shared_ptr<Quantizer> weight_fake_quant,
+             std::shared_ptr<Quantizer> activation_fake_quant, bool fused_relu);
+  std::shared_ptr<QatLayer> with_quantizers(
+      std::shared_ptr<Quantizer> weight_fake_quant,
+      std::shared_ptr<Quantizer> activation_fake_quant) const override;
+  /// x (N, in_features) -> (N, out_features)
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::int64_t in_features() const { return weight_.size(1); }
+  std::int64_t out_features() const { return weight_.size(0); }
 };
 
 /// An average pool (AvgPool2d / AdaptiveAvgPool2d, child "pool") inside the quantized region

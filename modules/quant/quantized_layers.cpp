@@ -113,7 +113,7 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   weight_ = register_buffer("weight", weight_q);
   weight_scale_ = register_buffer("weight_scale", weight_scale);
   if (bias_q.defined()) {
-    require_dtype(bias_q, DType::Int32, type_name().c_str(), "bias");
+    require_dtype(bias_q, DType::Float32, type_name().c_str(), "bias");
     bias_ = register_buffer("bias", bias_q);
   }
   input_scale_ = register_buffer("input_scale", scalar_f(static_cast<float>(input.scale)));
@@ -124,13 +124,16 @@ QuantizedWeightLayer::QuantizedWeightLayer(std::string type, const Tensor& weigh
   detail::require_valid_state(*this);
 }
 
-// Partial sums start at bias - zx rowsum(w) and add products x w: with x, zx in [0, 255] and
-// |w| <= 128 every partial sum is within |bias| + 2 * 255 * 128 * K of zero.
+// Partial sums start at -zx rowsum(w) and add products x w: with x, zx in [0, 255] and
+// |w| <= 128 every partial sum is within 2 * 255 * 128 * K of zero. The float bias, added in the
+// output stage, must be finite and, in accumulator units b / (s_in s_w[o]), within the int32 room
+// left by K products: what an integer-only backend (ONNX QLinear*) holds, and what convert makes.
 void QuantizedWeightLayer::check_state(const StateView& state,
                                        std::vector<std::string>& problems) const {
   detail::check_output_state(state, problems);
   detail::check_input_state(state, "input_scale", "input_zero_point", problems);
   nn::check::scale(problems, state, "weight_scale");
+  nn::check::finite(problems, state, "bias");
   const Tensor* w = nn::check::find(state, "weight");
   if (w == nullptr || w->dim() < 1 || w->size(0) == 0) return;
   const double K = static_cast<double>(w->numel() / w->size(0));
@@ -140,12 +143,27 @@ void QuantizedWeightLayer::check_state(const StateView& state,
                                              " products per output overflow int32 accumulation"));
     return;
   }
-  nn::check::satisfies(
-      problems, state, "bias", [room](double b) { return b >= -room && b <= room; },
-      [&] {
-        return ::qat::detail::concat("not an int32 bias for ", K,
-                                     " products (|bias| + 65280 K <= 2^31 - 1)");
-      });
+  const Tensor *b = nn::check::find(state, "bias"), *s_in = nn::check::find(state, "input_scale"),
+               *s_w = nn::check::find(state, "weight_scale");
+  if (b == nullptr || s_in == nullptr || s_w == nullptr || b->dtype() != DType::Float32 ||
+      s_in->dtype() != DType::Float32 || s_in->numel() != 1 || s_w->dtype() != DType::Float32 ||
+      s_w->numel() != b->numel())
+    return;  // shapes and dtypes are load_into's to report
+  std::int64_t bad = 0, first = -1;
+  double units = 0;
+  for (std::int64_t o = 0; o < b->numel(); ++o) {
+    const double u = static_cast<double>(b->data<float>()[o]) /
+                     (static_cast<double>(s_in->data<float>()[0]) * s_w->data<float>()[o]);
+    if (std::isfinite(b->data<float>()[o]) && !(std::fabs(u) <= room)) {
+      if (bad++ == 0) first = o, units = u;
+    }
+  }
+  if (bad > 0)
+    problems.push_back(::qat::detail::concat(
+        "bias[", first, "] = ", nn::check::value_text(b->data<float>()[first]), ": ",
+        nn::check::value_text(units), " accumulator units (bias / (input_scale x weight_scale[", first,
+        "])), beyond the int32 room of ", room, " for ", K, " products (", bad, " of ", b->numel(),
+        " values)"));
 }
 
 QuantInfo QuantizedWeightLayer::input_quant() const {
@@ -166,12 +184,12 @@ void QuantizedWeightLayer::check_input(const Tensor& x) const {
               " but the layer was converted for ", quant_str(want));
 }
 
-// Per output channel: M_o = s_in s_w[o] / s_out as a fixed-point multiplier, and the clamp range
-// (a fused ReLU clamps at the zero point); the weights packed per group.
+// Per output channel: the accumulator's scale s_in s_w[o] and the float bias, 1 / s_out and the
+// clamp range (a fused ReLU clamps at the zero point); the weights packed per group.
 struct QuantizedWeightLayer::Prepared {
   std::vector<std::uint8_t> key;  // the buffers and settings it was built from
   std::vector<int8::PackedWeights> packed;
-  std::vector<int8::Multiplier> multipliers;
+  std::vector<float> scales, bias;
   int8::Requant requant{};
 };
 
@@ -199,10 +217,13 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                                    fused_relu_,
                                    static_cast<std::int32_t>(pieces),
                                    static_cast<std::int32_t>(hwc_channels_)};
-  auto raw = [](const Tensor& t) { return Bytes{t.raw_data(), t.nbytes()}; };
+  auto raw = [](const Tensor& t) {
+    return t.defined() ? Bytes{t.raw_data(), t.nbytes()} : Bytes{nullptr, 0};
+  };
   const std::initializer_list<Bytes> parts = {
-      {settings, sizeof settings}, raw(weight_), raw(weight_scale_), raw(input_scale_),
-      raw(input_zero_point_),      raw(scale_),  raw(zero_point_),   raw(output_range_)};
+      {settings, sizeof settings}, raw(weight_),           raw(weight_scale_), raw(bias_),
+      raw(input_scale_),           raw(input_zero_point_), raw(scale_),        raw(zero_point_),
+      raw(output_range_)};
   if (prepared_ && same_bytes(prepared_->key, parts)) return *prepared_;
 
   auto st = std::make_shared<Prepared>();
@@ -211,9 +232,10 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                    static_cast<const std::uint8_t*>(b.p) + b.n);
   const QuantInfo in = input_quant(), out = output_quant();
   const std::int64_t O = weight_.size(0), K = weight_.numel() / O, Og = O / groups;
-  for (std::int64_t o = 0; o < O; ++o)
-    st->multipliers.push_back(int8::quantize_multiplier(
-        in.scale * static_cast<double>(weight_scale_.data<float>()[o]) / out.scale));
+  for (std::int64_t o = 0; o < O; ++o) {
+    st->scales.push_back(static_cast<float>(in.scale) * weight_scale_.data<float>()[o]);
+    st->bias.push_back(bias_.defined() ? bias_.data<float>()[o] : 0.0f);
+  }
   // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col
   const std::int8_t* w = weight_.data<std::int8_t>();
   std::vector<std::int8_t> reordered;
@@ -238,7 +260,11 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
-  st->requant = {st->multipliers.data(), out.zero_point, fused_relu_ ? std::max(lo, out.zero_point) : lo,
+  st->requant = {st->scales.data(),
+                 st->bias.data(),
+                 1.0f / static_cast<float>(out.scale),
+                 out.zero_point,
+                 fused_relu_ ? std::max(lo, out.zero_point) : lo,
                  hi};
   prepared_ = std::move(st);
   return *prepared_;
@@ -253,7 +279,7 @@ QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_sc
               weight_q.shape());
 }
 
-// y = requant(sum_k (x - zx) w + bias)
+// y = requant(sum_k (x - zx) w)
 Tensor QuantizedLinear::forward(const Tensor& x) {
   check_input(x);
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
@@ -264,8 +290,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
   int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                         st.packed[0], bias_.defined() ? bias_.data<std::int32_t>() : nullptr,
-                         st.requant, y.data<std::uint8_t>(), O);
+                         st.packed[0], st.requant, y.data<std::uint8_t>(), O);
   y.set_quant_info(output_quant());
   return y;
 }
@@ -365,10 +390,10 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;
-      rq.multiplier = st.multipliers.data() + g * Og;
-      int8::gemm_u8s8_implicit(
-          base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx, st.packed[g],
-          bias_.defined() ? bias_.data<std::int32_t>() + g * Og : nullptr, rq, yc + g * Og, O);
+      rq.scale = st.scales.data() + g * Og;
+      rq.bias = st.bias.data() + g * Og;
+      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
+                               st.packed[g], rq, yc + g * Og, O);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
@@ -383,132 +408,6 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
 std::string QuantizedConv2d::extra_repr() const {
   return "weight " + weight_.shape().str() + (fused_relu_ ? ", relu" : "") + ", output " +
          quant_str(output_quant());
-}
-
-// ---- parameter-free layers ------------------------------------------------------------------
-
-Tensor QuantizedMaxPool2d::forward(const Tensor& x) {
-  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized() && x.dim() == 4,
-              "QuantizedMaxPool2d", "expects a quantized uint8 (N, C, H, W) input, got ",
-              x.defined() ? x.str() : "an undefined tensor");
-  const Pair k = params_.kernel, s = params_.stride == Pair{0, 0} ? params_.kernel : params_.stride;
-  const Pair p = params_.padding;
-  if (nhwc_) {  // (N, H, W, C): per output pixel, the max of its window's C-byte vectors
-    const std::int64_t N = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
-    const std::int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
-    Tensor y = Tensor::empty(Shape{N, Ho, Wo, C}, DType::UInt8);
-    int8::kernels::max_pool_nhwc_u8(x.data<std::uint8_t>(), N, H, W, C, k[0], k[1], s[0], s[1], p[0],
-                                    p[1], Ho, Wo, y.data<std::uint8_t>());
-    y.set_quant_info(x.quant_info());
-    return y;
-  }
-  const std::int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
-  const std::int64_t Ho = (H + 2 * p[0] - k[0]) / s[0] + 1, Wo = (W + 2 * p[1] - k[1]) / s[1] + 1;
-  Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), Ho, Wo}, DType::UInt8);
-  const std::uint8_t* px = x.data<std::uint8_t>();
-  std::uint8_t* py = y.data<std::uint8_t>();
-  if (p == Pair{0, 0}) {  // every window inside the image: no bounds checks
-    int8::kernels::max_pool_u8(px, planes, H, W, k[0], k[1], s[0], s[1], Ho, Wo, py);
-    y.set_quant_info(x.quant_info());
-    return y;
-  }
-  for (std::int64_t pl = 0; pl < planes; ++pl)
-    for (std::int64_t oh = 0; oh < Ho; ++oh)
-      for (std::int64_t ow = 0; ow < Wo; ++ow) {
-        std::uint8_t best = 0;
-        for (std::int64_t i = 0; i < k[0]; ++i)
-          for (std::int64_t j = 0; j < k[1]; ++j) {
-            const std::int64_t h = oh * s[0] - p[0] + i, w = ow * s[1] - p[1] + j;
-            if (h >= 0 && h < H && w >= 0 && w < W) best = std::max(best, px[(pl * H + h) * W + w]);
-          }
-        py[(pl * Ho + oh) * Wo + ow] = best;
-      }
-  y.set_quant_info(x.quant_info());
-  return y;
-}
-
-// ---- average pools ---------------------------------------------------------------------------
-
-namespace {
-std::string pair_str(Pair p) { return qat::detail::concat("(", p[0], ", ", p[1], ")"); }
-
-// Dequantizes x (NCHW uint8), pools in float with `pool`, requantizes to x's grid.
-template <class Pool>
-Tensor pool_on_grid(const Tensor& x, const char* who, Pool pool) {
-  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized() && x.dim() == 4, who,
-              "expects a quantized uint8 (N, C, H, W) input, got ",
-              x.defined() ? x.str() : "an undefined tensor");
-  QAT_REQUIRE(x.numel() > 0, who, "input of shape ", x.shape(), " is empty");
-  const QuantInfo q = x.quant_info();
-  const auto s = static_cast<float>(q.scale), inv = 1.0f / s, z = static_cast<float>(q.zero_point);
-  Tensor xf = Tensor::empty(x.shape(), DType::Float32);
-  int8::kernels::dequantize_u8(x.data<std::uint8_t>(), x.numel(), s, q.zero_point, xf.data<float>());
-  Tensor yf;
-  {
-    NoGradGuard no_grad;
-    yf = pool(xf);
-  }
-  Tensor y = Tensor::empty(yf.shape(), DType::UInt8);
-  int8::kernels::quantize_u8(yf.data<float>(), yf.numel(), inv, z, 0.0f, 255.0f, y.data<std::uint8_t>());
-  y.set_quant_info(q);
-  return y;
-}
-}  // namespace
-
-QuantizedAvgPool2d::QuantizedAvgPool2d(const Pool2dParams& params)
-    : nn::Module("QuantizedAvgPool2d"), params_(params) {
-  const Pair k = params.kernel, s = params.stride, p = params.padding;
-  QAT_REQUIRE(k[0] > 0 && k[1] > 0, "QuantizedAvgPool2d", "kernel must be positive, got ", pair_str(k));
-  QAT_REQUIRE((s[0] > 0 && s[1] > 0) || (s[0] == 0 && s[1] == 0), "QuantizedAvgPool2d",
-              "stride must be positive (or (0, 0) for the kernel), got ", pair_str(s));
-  QAT_REQUIRE(p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] && 2 * p[1] <= k[1], "QuantizedAvgPool2d",
-              "padding must be between 0 and half the kernel ", pair_str(k), ", got ", pair_str(p));
-}
-
-Tensor QuantizedAvgPool2d::forward(const Tensor& x) {
-  QAT_REQUIRE(x.defined() && x.dim() == 4, "QuantizedAvgPool2d",
-              "expects a quantized uint8 (N, C, H, W) input, got ",
-              x.defined() ? x.str() : "an undefined tensor");
-  const Pair k = params_.kernel, p = params_.padding;
-  const std::int64_t H = x.size(2), W = x.size(3);
-  QAT_REQUIRE(H + 2 * p[0] >= k[0] && W + 2 * p[1] >= k[1], "QuantizedAvgPool2d", "kernel ", pair_str(k),
-              " is larger than the padded input ", H + 2 * p[0], "x", W + 2 * p[1], " (x of shape ",
-              x.shape(), ")");
-  return pool_on_grid(x, "QuantizedAvgPool2d", [&](const Tensor& v) { return avg_pool2d(v, params_); });
-}
-
-std::string QuantizedAvgPool2d::extra_repr() const {
-  return qat::detail::concat("kernel_size=", pair_str(params_.kernel),
-                             ", stride=", pair_str(params_.stride),
-                             ", padding=", pair_str(params_.padding),
-                             params_.count_include_pad ? "" : ", count_include_pad=false");
-}
-
-QuantizedAdaptiveAvgPool2d::QuantizedAdaptiveAvgPool2d(Pair output_size)
-    : nn::Module("QuantizedAdaptiveAvgPool2d"), output_size_(output_size) {
-  QAT_REQUIRE(output_size[0] > 0 && output_size[1] > 0, "QuantizedAdaptiveAvgPool2d",
-              "output_size must be positive, got ", pair_str(output_size));
-}
-
-Tensor QuantizedAdaptiveAvgPool2d::forward(const Tensor& x) {
-  return pool_on_grid(x, "QuantizedAdaptiveAvgPool2d",
-                      [&](const Tensor& v) { return adaptive_avg_pool2d(v, output_size_); });
-}
-
-std::string QuantizedAdaptiveAvgPool2d::extra_repr() const {
-  return "output_size=" + pair_str(output_size_);
-}
-
-Tensor QuantizedReLU::forward(const Tensor& x) {
-  QAT_REQUIRE(x.defined() && x.dtype() == DType::UInt8 && x.is_quantized(), "QuantizedReLU",
-              "expects a quantized uint8 input, got ", x.defined() ? x.str() : "an undefined tensor");
-  const auto zp = static_cast<std::uint8_t>(x.quant_info().zero_point);
-  Tensor y = Tensor::empty(x.shape(), DType::UInt8);
-  const std::uint8_t* px = x.data<std::uint8_t>();
-  std::uint8_t* py = y.data<std::uint8_t>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = std::max(px[i], zp);
-  y.set_quant_info(x.quant_info());
-  return y;
 }
 
 }  // namespace qat::quant

@@ -1,9 +1,10 @@
 #pragma once
 // Integer inference layers that convert() puts in place of the QAT layers. Activations flow as
 // quantized uint8 tensors (Tensor::quant_info: scale, zero point); weights are int8 symmetric
-// per channel, biases int32 at scale s_in * s_w, accumulation int32, and each output is
-// requantized with a fixed-point multiplier (int8_kernels.h). Every layer checks that its input
-// carries the quantization it was converted for.
+// per channel, accumulation int32, and each output is requantized in float32 with a float bias,
+// the fake quantizer's arithmetic (int8::Requant). Every layer checks that its input carries the
+// quantization it was converted for. (Checkpoints written before the float bias hold an int32
+// bias at s_in s_w; load_into converts it, see register_load_hints in checkpoint_meta.h.)
 #include <memory>
 
 #include "framework/autograd/ops.h"
@@ -41,7 +42,7 @@ class Dequantize : public nn::Module {
 };
 
 /// Shared state of QuantizedLinear / QuantizedConv2d: int8 weight, per-channel weight scales,
-/// int32 bias, the expected input quantization and the output quantization.
+/// float bias, the expected input quantization and the output quantization.
 class QuantizedWeightLayer : public nn::Module {
  public:
   QuantizedWeightLayer(std::string type, const Tensor& weight_q, const Tensor& weight_scale,
@@ -54,8 +55,8 @@ class QuantizedWeightLayer : public nn::Module {
   const Tensor& weight_scale() const { return weight_scale_; }
   const Tensor& bias() const { return bias_; }
   /// Every value an int8 forward can use without overflow: scales (weight, input, output) in
-  /// [kMinScale, kMaxScale], zero points in [0, 255], 0 <= lo <= zero_point <= hi <= 255, and
-  /// |bias| + 2 * 255 * 128 * K <= 2^31 - 1, the int32 accumulator's bound for K products.
+  /// [kMinScale, kMaxScale], zero points in [0, 255], 0 <= lo <= zero_point <= hi <= 255, a
+  /// finite bias, and 2 * 255 * 128 * K <= 2^31 - 1, the int32 accumulator's bound for K products.
   void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  protected:

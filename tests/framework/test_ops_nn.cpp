@@ -416,7 +416,10 @@ BOOST_AUTO_TEST_CASE(grad_batch_norm) {
   auto bn = [](Tensor rm, Tensor rv, bool training) {
     return [=](const V& in) { return batch_norm(in[0], rm, rv, in[1], in[2], training); };
   };
-  check_gradients("bn_train_2d", bn(rm3, rv3, true), {x2, w3, b3});
+  check_gradients("bn_train_2d", bn(rm3, rv3, true), {x2, w3, b3});  // BatchNorm1d's (N, C)
+  auto x3 = rand_double(Shape{4, 3, 5}, 36, -2, 2);                  // and (N, C, L)
+  check_gradients("bn_train_3d", bn(rm3, rv3, true), {x3, w3, b3});
+  check_gradients("bn_eval_3d", bn(rm3, rv3, false), {x3, w3, b3});
   check_gradients("bn_train_4d", bn(rm4, rv4, true), {x4, w4, b4});
   check_gradients("bn_train_4d_noaffine", bn(rm4, rv4, true), {x4, Tensor(), Tensor()});
   check_gradients("bn_train_no_running", bn(Tensor(), Tensor(), true), {x4, w4, b4});

@@ -40,6 +40,17 @@ class SmallMLP : public nn::Module {
   nn::Child<> dequant_ = register_child("dequant", std::make_shared<DeQuantStub>());
 };
 
+// SmallMLP with a BatchNorm1d after fc1: prepare_qat fuses fc1-bn-relu into a LinearBnReLU1d,
+// exported with the batch norm folded.
+class SmallMLPBn : public SmallMLP {
+ public:
+  SmallMLPBn() { bn_ = register_child("bn", std::make_shared<nn::BatchNorm1d>(64)); }
+  Tensor forward(const Tensor& x) override {
+    return dequant_(fc2_(relu_(bn_(fc1_(flatten_(quant_(x)))))));
+  }
+  nn::Child<> bn_;
+};
+
 // A test model prepared with `config` everywhere and trained a little.
 template <class M = SmallResNet, class... Args>
 std::shared_ptr<M> trained(const std::string& config, Args... args) {

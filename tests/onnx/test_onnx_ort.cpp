@@ -19,7 +19,7 @@ namespace {
 
 struct Case {
   std::string config;
-  bool mlp;  // SmallMLP (rows of 128 / 64 for blocks of 32), else SmallResNet
+  int model;  // 0: SmallResNet, 1: SmallMLP (rows of 128 / 64 for blocks of 32), 2: SmallMLPBn
   int opset;
 };
 
@@ -43,10 +43,13 @@ BOOST_AUTO_TEST_CASE(every_format_runs_like_fake_quant, *boost::unit_test::preco
   const auto dir = std::filesystem::temp_directory_path() / ("qat_onnx_ort_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const Tensor x = batch(64, 77);
-  for (const Case& c : {Case{"int8_default", false, 13}, Case{"int8_lsq", false, 13}, Case{"int8_pact", false, 13},
-                        Case{"int4_lsq", false, 21}, Case{"fp8_e4m3", false, 19},
-                        Case{"int4_weight_block32", true, 21}}) {
-    nn::ModulePtr m = c.mlp ? nn::ModulePtr(trained<SmallMLP>(c.config)) : trained_resnet(c.config);
+  for (const Case& c : {Case{"int8_default", 0, 13}, Case{"int8_lsq", 0, 13}, Case{"int8_pact", 0, 13},
+                        Case{"int4_lsq", 0, 21}, Case{"fp8_e4m3", 0, 19},
+                        Case{"int4_weight_block32", 1, 21}, Case{"int8_default", 2, 13}}) {
+    nn::ModulePtr m = c.model == 1   ? nn::ModulePtr(trained<SmallMLP>(c.config))
+                      : c.model == 2 ? nn::ModulePtr(trained<SmallMLPBn>(c.config))
+                                     : trained_resnet(c.config);
+    if (c.model == 2) BOOST_TEST(m->child("fc1")->type_name() == "LinearBnReLU1d");
     const Tensor fq = eval(*m, x);
     const double step = output_step(*m, example());
     for (bool int8_weights : {false, true}) {
@@ -58,15 +61,20 @@ BOOST_AUTO_TEST_CASE(every_format_runs_like_fake_quant, *boost::unit_test::preco
       const bool fp8 = c.config.rfind("fp8", 0) == 0;
       for (const std::string level : {"disabled", "all"}) {
         if (fp8 && level == "all") continue;
-        BOOST_TEST_CONTEXT(c.config << (int8_weights ? ", int8 weights" : "") << ", optimization " << level) {
+        BOOST_TEST_CONTEXT(c.config << (c.model == 2 ? " (Linear-BN)" : "")
+                                    << (int8_weights ? ", int8 weights" : "") << ", optimization "
+                                    << level) {
           const Tensor y = test::ort_run(path, x, level);
           // weight-only configs have a float output: float rounding apart, the same numbers
           const double err = fp8 ? max_fp8_roundings(y, fq, step)
                              : step > 0 ? max_steps(y, fq, step)
                                         : max_steps(y, fq, 1e-5 * max_steps(fq, Tensor::zeros(fq.shape()), 1.0));
-          std::cout << "test_onnx_ort: " << c.config << (int8_weights ? " (int8 weights)" : "") << ", " << level
-                    << ": max difference " << err
-                    << (fp8 ? " FP8 roundings" : step > 0 ? " output steps" : " x 1e-5 of the largest output")
+          std::cout << "test_onnx_ort: " << c.config << (c.model == 2 ? " (Linear-BN)" : "")
+                    << (int8_weights ? " (int8 weights)" : "") << ", " << level << ": max difference "
+                    << err
+                    << (fp8        ? " FP8 roundings"
+                        : step > 0 ? " output steps"
+                                   : " x 1e-5 of the largest output")
                     << std::endl;
           BOOST_TEST(err <= 1.0 + 1e-3);
         }

@@ -119,16 +119,18 @@ BOOST_AUTO_TEST_CASE(fixed_point_multiplier_matches_exact_rounding) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_kernel_by_hand) {
-  // x = [10, 20] (zero point 10), w = [[1, -2], [3, 4]], bias [5, -7], M = 0.5, out zp 100
+  // x = [10, 20] (zero point 10), w = [[1, -2], [3, 4]], s_in s_w = 0.5, bias [2.5, -3.5],
+  // s_out 1, out zp 100
   const std::uint8_t x[] = {10, 20};
   const std::int8_t w[] = {1, -2, 3, 4};
-  const std::int32_t sums[] = {-1, 7}, bias[] = {5, -7};
-  const int8::Multiplier m[] = {int8::quantize_multiplier(0.5), int8::quantize_multiplier(0.5)};
+  const std::int32_t sums[] = {-1, 7};
+  const float scale[] = {0.5f, 0.5f}, bias[] = {2.5f, -3.5f};
   std::uint8_t y[2];
-  int8::linear_u8s8(x, 1, 2, 10, w, sums, 2, bias, {m, 100, 0, 255}, y);
-  // acc0 = (0)(1) + (10)(-2) + 5 = -15 -> -7.5 -> -8 (ties away) -> 92;  acc1 = 40 - 7 = 33 -> 17 -> 117
+  int8::linear_u8s8(x, 1, 2, 10, w, sums, 2, {scale, bias, 1.0f, 100, 0, 255}, y);
+  // acc0 = (0)(1) + (10)(-2) = -20 -> -10 + 2.5 = -7.5 -> -8 (half to even) -> 92;
+  // acc1 = 40 -> 20 - 3.5 = 16.5 -> 16 -> 116
   BOOST_TEST(int(y[0]) == 92);
-  BOOST_TEST(int(y[1]) == 117);
+  BOOST_TEST(int(y[1]) == 116);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -295,11 +297,48 @@ BOOST_AUTO_TEST_CASE(int8_checkpoint_round_trip_and_size) {
   NoGradGuard ng;
   BOOST_TEST(fresh->forward(x).to_vector<float>() == q->forward(x).to_vector<float>(),
              tt::per_element());
-  // int8 weights and int32 biases: smaller than the float checkpoint of the same network (this
+  // int8 weights: smaller than the float checkpoint of the same network (this
   // toy network is mostly qparams and names; the examples' models measure about 0.25x)
   const std::size_t fp32_bytes = io::to_bytes(io::capture(*build())).size();
   BOOST_TEST(io::to_bytes(io::capture(*q)).size() < fp32_bytes);
   std::filesystem::remove_all(dir);
+}
+
+// A checkpoint written before the float output stage holds each int8 layer's bias as int32 q at
+// s_in s_w[o]: load_into turns it into the float bias q s_in s_w[o]; without the scales it stays a
+// dtype mismatch.
+BOOST_AUTO_TEST_CASE(int32_bias_of_older_checkpoints_is_upgraded) {
+  auto make = [] {
+    const Tensor ws = Tensor::full(Shape{2}, 0.25, DType::Float32);
+    return std::make_shared<nn::Sequential>(
+        nn::NamedModules{{"fc", std::make_shared<QuantizedLinear>(
+                                    Tensor::zeros(Shape{2, 3}, DType::Int8), ws, Tensor::zeros(Shape{2}),
+                                    QuantInfo{0.5, 3}, ActivationQuant{{0.1, 10}, 0, 255}, false)}});
+  };
+  auto model = make();
+  io::Checkpoint old = io::capture(*model);
+  for (auto& [name, t] : old.tensors)
+    if (name == "fc.bias") {
+      t = Tensor::empty(Shape{2}, DType::Int32);
+      t.data<std::int32_t>()[0] = 12;
+      t.data<std::int32_t>()[1] = -7;
+    }
+  io::load_into(*model, io::from_bytes(io::to_bytes(old)));
+  const auto& fc = dynamic_cast<const QuantizedLinear&>(*model->child("fc"));
+  BOOST_TEST((fc.bias().dtype() == DType::Float32));
+  BOOST_TEST(fc.bias().data<float>()[0] == 1.5f);     // 12 x 0.5 x 0.25
+  BOOST_TEST(fc.bias().data<float>()[1] == -0.875f);  // -7 x 0.5 x 0.25
+  // a float bias that is not finite, or beyond the int32 accumulator's room, is refused by name
+  io::Checkpoint bad = io::capture(*model);
+  for (auto& [name, t] : bad.tensors)
+    if (name == "fc.bias") t = Tensor::from_vector<float>({std::nanf(""), 1e30f}, Shape{2});
+  const std::string msg = error_of([&] { io::load_into(*make(), bad); });
+  BOOST_TEST(msg.find("fc.bias[0] = nan") != std::string::npos, msg);
+  BOOST_TEST(
+      msg.find("fc.bias[1] = 1.00000002e+30: 8.00000012e+30 accumulator units") != std::string::npos,
+      msg);
+  std::erase_if(old.tensors, [](const auto& nt) { return nt.first == "fc.weight_scale"; });
+  BOOST_TEST(error_of([&] { io::load_into(*make(), old); }).find("fc.bias") != std::string::npos);
 }
 
 // The demo MLP (784-256-128-10): the int8 checkpoint is at most 0.3x the float one.

@@ -1,8 +1,8 @@
 // The blocked int8 GEMM (modules/quant/kernels/cpu/int8_gemm.cpp) against the scalar reference
 // (linear_u8s8_reference / gemm_u8s8_cols_reference), bit for bit, on every CPU path: odd sizes,
-// input zero points 0 / 128 / 255, multipliers across binades and at the shift edges (the vector
-// requantization's range and the scalar fallback), a fused ReLU clamp, strided operands, thread
-// counts, and the QuantizedConv2d / QuantizedLinear layers against the reference im2col.
+// input zero points 0 / 128 / 255, the float output stage with multipliers across binades, exact
+// ties (half to even), saturation both ways and large biases, a fused ReLU clamp, strided operands,
+// thread counts, and the QuantizedConv2d / QuantizedLinear layers against the reference im2col.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -28,49 +28,46 @@ struct Problem {
   std::int32_t zx;
   U8 x;
   std::vector<std::int8_t> w;
-  std::vector<std::int32_t> sums, bias;
-  std::vector<int8::Multiplier> mult;
+  std::vector<std::int32_t> sums;
+  std::vector<float> scale, bias;
   int8::Requant rq;
 };
 
-// kind 0: multipliers in [2^-20, 1); 1: shifts at the vector edges (-31, 30) and beyond (scalar
-// fallback: 31, 33, -32); 2: extreme operands (x 255, w -128 / 127) with a tiny multiplier;
-// 3: every right shift in [33, 62] (the 32-bit output stage) with biases up to 2^30.
+// The output stage y = clamp(round((acc scale + bias) inv), lo, hi) + zp per kind. 0: scale inv
+// in [2^-20, 1), biases of a few hundred codes; 1: saturation both ways (scale inv up to 2^4,
+// biases of +-1000 codes); 2: extreme operands (x 255, w -128 / 127) with a tiny multiplier;
+// 3: exact ties (scale inv = 1/2 or 1/4, integer biases), rounded half to even.
 Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, int kind, bool relu,
              std::uint32_t seed) {
   std::mt19937 gen(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen); };
   Problem p{N, K, O, zx, U8(N * K), std::vector<std::int8_t>(O * K), {}, {}, {}, {}};
   for (auto& v : p.x) v = static_cast<std::uint8_t>(kind == 2 ? (uni(0, 3) ? 255 : 0) : uni(0, 255));
   for (auto& v : p.w)
     v = static_cast<std::int8_t>(kind == 2 ? (uni(0, 1) ? 127 : -128) : uni(-128, 127));
+  const float out_scale = static_cast<float>(std::ldexp(real(0.5, 1), -uni(0, 8)));
   for (std::int64_t o = 0; o < O; ++o) {
     std::int32_t s = 0;
     for (std::int64_t k = 0; k < K; ++k) s += p.w[o * K + k];
     p.sums.push_back(s);
-    p.bias.push_back(kind == 3 ? uni(-(1 << 30), 1 << 30) : uni(-100000, 100000));
-    if (kind == 1) {
-      const int shifts[] = {-31, -30, 30, 29, 0, -5, 31, 33, -32};
-      const int shift = shifts[uni(0, 8)];
-      p.mult.push_back(
-          {static_cast<std::int32_t>(
-               (1u << 30) + std::uniform_int_distribution<std::uint32_t>(0, (1u << 30) - 1)(gen)),
-           shift});
-    } else {
-      const double m = std::ldexp(0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(gen),
-                                  kind == 3 ? -uni(3, 32) : -uni(kind == 2 ? 20 : 1, 20));
-      p.mult.push_back(int8::quantize_multiplier(m));
-    }
+    double m = 0, b = 0;  // multiplier scale / out_scale and bias in output codes
+    if (kind == 0) m = std::ldexp(real(0.5, 1), -uni(1, 20)), b = real(-300, 300);
+    if (kind == 1) m = std::ldexp(real(0.5, 1), uni(-8, 4)), b = real(-1000, 1000);
+    if (kind == 2) m = std::ldexp(real(0.5, 1), -uni(20, 24)), b = real(-5, 5);
+    if (kind == 3) m = uni(0, 1) ? 0.5 : 0.25, b = uni(-50, 50);
+    p.scale.push_back(static_cast<float>(m * out_scale));
+    p.bias.push_back(static_cast<float>(b * out_scale));
   }
   const std::int32_t zp = uni(0, 255), hi = uni(zp, 255), lo = relu ? zp : uni(0, zp);
-  p.rq = {p.mult.data(), zp, lo, hi};
+  p.rq = {p.scale.data(), p.bias.data(), 1.0f / out_scale, zp, lo, hi};
   return p;
 }
 
 U8 reference(const Problem& p) {
   U8 y(p.N * p.O);
-  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
-                              p.rq, y.data());
+  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, p.rq,
+                              y.data());
   return y;
 }
 
@@ -99,10 +96,18 @@ std::int64_t mismatches(const U8& a, const U8& b) {
 BOOST_AUTO_TEST_SUITE(int8_kernels)
 
 BOOST_AUTO_TEST_CASE(reference_stage_by_hand) {
-  // the sum zp + round(x M) is exact: a saturated product clamps to hi, not around
-  const int8::Multiplier big{1 << 30, 31};  // 2^30
-  BOOST_TEST(int(int8::requantize(1 << 20, big, 200, 0, 255)) == 255);
-  BOOST_TEST(int(int8::requantize(-(1 << 20), big, 200, 0, 255)) == 0);
+  // y = clamp(round_half_even((acc scale + bias) inv), lo - zp, hi - zp) + zp, by hand
+  const float scale[] = {0.5f, 1e30f}, bias[] = {0.25f, 0.0f};
+  const int8::Requant rq{scale, bias, 2.0f, 100, 3, 250};
+  BOOST_TEST(int(int8::requantize(3, rq, 0)) == 104);         // (1.5 + 0.25) 2 = 3.5 -> 4 (even)
+  BOOST_TEST(int(int8::requantize(1, rq, 0)) == 102);         // (0.5 + 0.25) 2 = 1.5 -> 2
+  BOOST_TEST(int(int8::requantize(-2, rq, 0)) == 98);         // (-1 + 0.25) 2 = -1.5 -> -2 (even)
+  BOOST_TEST(int(int8::requantize(-1, rq, 0)) == 100);        // (-0.5 + 0.25) 2 = -0.5 -> 0 (even)
+  BOOST_TEST(int(int8::requantize(1 << 20, rq, 1)) == 250);   // saturates at hi, never wraps
+  BOOST_TEST(int(int8::requantize(-(1 << 20), rq, 1)) == 3);  // and at lo
+  const float nan_bias[] = {std::nanf(""), 0.0f};
+  const int8::Requant bad{scale, nan_bias, 2.0f, 100, 3, 250};
+  BOOST_TEST(int(int8::requantize(5, bad, 0)) == 3);  // NaN maps to lo
   BOOST_TEST(int8::multiply_by_quantized_multiplier(3, {1 << 30, 40}) == INT32_MAX);
   BOOST_TEST(int8::multiply_by_quantized_multiplier(0, {1 << 30, 40}) == 0);
   BOOST_TEST(int8::multiply_by_quantized_multiplier(-3, {1 << 30, 40}) == INT32_MIN);
@@ -125,8 +130,8 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
                                   << kind) {
             U8 got(p.N * p.O);
-            int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.bias.data(),
-                              p.rq, got.data());
+            int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.rq,
+                              got.data());
             BOOST_TEST(mismatches(got, want) == 0);
           }
         });
@@ -134,9 +139,10 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
 }
 
 BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
-  const Problem p = make(61, 45, 37, 3, 0, false, 77);
+  Problem p = make(61, 45, 37, 3, 0, false, 77);
+  p.rq.bias = nullptr;
   U8 want(p.N * p.O);
-  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, nullptr, p.rq,
+  int8::linear_u8s8_reference(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.sums.data(), p.O, p.rq,
                               want.data());
   const std::int64_t ldx = p.K + 7, ldy = p.O + 5;
   U8 xs(p.N * ldx, 0xAB);
@@ -149,7 +155,7 @@ BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
       set_num_threads(t);
       for (const std::int64_t M : {p.N, std::int64_t{2}}) {  // rows split, or channel blocks split
         U8 ys(M * ldy, 0xCD);
-        int8::gemm_u8s8_packed(xs.data(), M, ldx, p.zx, w, nullptr, p.rq, ys.data(), ldy);
+        int8::gemm_u8s8_packed(xs.data(), M, ldx, p.zx, w, p.rq, ys.data(), ldy);
         std::int64_t bad = 0;
         for (std::int64_t n = 0; n < M; ++n) {
           for (std::int64_t o = 0; o < p.O; ++o) bad += ys[n * ldy + o] != want[n * p.O + o];
@@ -172,7 +178,7 @@ BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
   }
   cpu::IsaGuard g(cpu::Isa::Generic);  // quads, AVX2 packs pairs
   U8 y(8);
-  BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, nullptr, p.rq, y.data(), 4), Error);
+  BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4), Error);
 }
 
 BOOST_AUTO_TEST_CASE(cols_match_reference) {
@@ -181,12 +187,11 @@ BOOST_AUTO_TEST_CASE(cols_match_reference) {
   for (std::int64_t k = 0; k < p.K; ++k)
     for (std::int64_t n = 0; n < p.N; ++n) col[k * p.N + n] = p.x[n * p.K + k];
   U8 want(p.O * p.N);
-  int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx,
-                                 p.bias.data(), p.rq, want.data());
+  int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.rq,
+                                 want.data());
   for_each_isa([&](cpu::Isa) {
     U8 got(p.O * p.N);
-    int8::gemm_u8s8_cols(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.bias.data(), p.rq,
-                         got.data());
+    int8::gemm_u8s8_cols(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.rq, got.data());
     BOOST_TEST(mismatches(got, want) == 0);
   });
 }
@@ -217,10 +222,10 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       wq.data<std::int8_t>()[i] =
           static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
     Tensor ws = Tensor::empty(Shape{cs.O}, DType::Float32),
-           bq = Tensor::empty(Shape{cs.O}, DType::Int32);
+           bq = Tensor::empty(Shape{cs.O}, DType::Float32);
     for (std::int64_t o = 0; o < cs.O; ++o) {
       ws.data<float>()[o] = 0.001f * static_cast<float>(1 + o % 7);
-      bq.data<std::int32_t>()[o] = std::uniform_int_distribution<int>(-5000, 5000)(gen);
+      bq.data<float>()[o] = std::uniform_real_distribution<float>(-0.1f, 0.1f)(gen);
     }
     const QuantInfo in{0.02, 7};
     const ActivationQuant out{{0.05, 100}, 0, 255};
@@ -234,10 +239,9 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       const std::int64_t Ho = (cs.H + 2 * ph - dh * (cs.k - 1) - 1) / sh + 1,
                          Wo = (cs.W + 2 * pw - dw * (cs.k - 1) - 1) / sw + 1, P = Ho * Wo,
                          Og = cs.O / cs.groups;
-      std::vector<int8::Multiplier> m;
+      std::vector<float> m;  // s_in s_w[o] in float, as the layer
       for (std::int64_t o = 0; o < cs.O; ++o)
-        m.push_back(int8::quantize_multiplier(layer.input_quant().scale * double(ws.data<float>()[o]) /
-                                              layer.output_quant().scale));  // scales as stored (float)
+        m.push_back(static_cast<float>(layer.input_quant().scale) * ws.data<float>()[o]);
       const std::int8_t* w = wq.data<std::int8_t>();
       U8 y(cs.N * cs.O * P), col(K * P);
       for (std::int64_t n = 0; n < cs.N; ++n)
@@ -256,11 +260,14 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
           std::vector<std::int32_t> sums(Og, 0);
           for (std::int64_t o = 0; o < Og; ++o)
             for (std::int64_t k = 0; k < K; ++k) sums[o] += w[(g * Og + o) * K + k];
-          const int8::Requant rq{m.data() + g * Og, out.quant.zero_point,
-                                 cs.relu ? out.quant.zero_point : 0, 255};
+          const int8::Requant rq{m.data() + g * Og,
+                                 bq.data<float>() + g * Og,
+                                 1.0f / static_cast<float>(out.quant.scale),
+                                 out.quant.zero_point,
+                                 cs.relu ? out.quant.zero_point : 0,
+                                 255};
           int8::gemm_u8s8_cols_reference(w + g * Og * K, sums.data(), Og, K, col.data(), P,
-                                         in.zero_point, bq.data<std::int32_t>() + g * Og, rq,
-                                         y.data() + (n * cs.O + g * Og) * P);
+                                         in.zero_point, rq, y.data() + (n * cs.O + g * Og) * P);
         }
       return y;
     };

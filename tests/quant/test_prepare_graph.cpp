@@ -164,9 +164,11 @@ BOOST_AUTO_TEST_CASE(explicit_fuse_modules) {
   SmallResNet net;
   BOOST_TEST(error_of([&] { fuse_modules(net, {{"stem", "nope"}}); }) ==
              "fuse_modules: group {stem, nope}: no module 'nope' in SmallResNet");
-  BOOST_TEST(error_of([&] { fuse_modules(net, {{"stem", "fc"}}); }) ==
+  BOOST_TEST(error_of([&] {
+               fuse_modules(net, {{"stem", "fc"}});
+             }) ==
              "fuse_modules: group {stem, fc} has types (Conv2d, Linear); fusable are (Conv2d, "
-             "BatchNorm2d[, ReLU]), (Conv2d, ReLU), (Linear, ReLU)");
+             "BatchNorm2d[, ReLU]), (Conv2d, ReLU), (Linear, BatchNorm1d[, ReLU]), (Linear, ReLU)");
   BOOST_TEST(error_of([&] { fuse_modules(net, {{"stem", "bn"}, {"bn", "relu"}}); }) ==
              "fuse_modules: module 'bn' appears in two groups ({bn, relu})");
   BOOST_TEST(net.child("stem")->type_name() == "Conv2d");

@@ -12,7 +12,7 @@
 namespace qat::quant {
 class Quantizer;
 class QatLayer;
-class ConvBn2d;
+class BnFoldedLayer;
 
 namespace detail {
 
@@ -31,18 +31,18 @@ class RequireCalibrated {
   bool prev_;
 };
 
-/// A Conv-BN layer's batch norm folded into the conv (running statistics):
+/// A Conv-BN / Linear-BN layer's batch norm folded into the weight (running statistics):
 ///   W' = W f, b' = (b - mean) f + beta, f = gamma / sqrt(running_var + eps)
 struct Folded {
   Tensor weight, bias;
 };
-Folded fold(const ConvBn2d& layer);
+Folded fold(const BnFoldedLayer& layer);
 
 /// An activation quantizer's 8-bit grid as uint8 storage (signed codes shift by 128); throws
 /// naming layer `who` if there is none, it never observed data, or its spec has no int8 form.
 ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std::string& who);
 /// The int8 layer for QAT layer `layer` whose input is quantized as `in`, and its output's
-/// quantization (batch norm folded, weight int8, bias int32 at s_in s_w).
+/// quantization (batch norm folded, weight int8, bias float).
 std::pair<nn::ModulePtr, ActivationQuant> int8_layer(const QatLayer& layer, const ActivationQuant& in,
                                                      const std::string& who);
 /// Throws unless the model holds quantizers (naming an int8 layer if it is converted already).

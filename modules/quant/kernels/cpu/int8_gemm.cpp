@@ -1,18 +1,16 @@
 // The int8 GEMM micro-kernels, compiled once per instruction set (see int8_gemm.h for the packed
 // layouts). A tile is MR rows x NB blocks of 16 output channels; the accumulators start at
-// bias - zx rowsum(w), and the output stage requantizes them in registers:
-//   y = clamp(zp + round(acc m0 2^(shift - 31)), lo, hi), rounded once, ties away from zero,
-// with 64-bit products on even / odd lanes, bit-identical to multiply_by_quantized_multiplier.
-// When every right = 31 - shift is in [33, 62] (real multipliers below 1/4), in 32-bit lanes:
-//   round(acc m0 2^-r) = sign(acc) floor((|acc| m0 + 2^(r-1)) / 2^r)   (ties away from zero)
-//                      = sign(acc) ((floor(|acc| m0 / 2^32) + 2^(r-33)) >> (r - 32))
-// exact because 2^(r-1) is a multiple of 2^32; |acc| m0 < 2^62 so every term fits 32 bits.
+// -zx rowsum(w), and the output stage requantizes them in registers with the float32 operations
+// of int8::requantize (built without contraction, so every path gives the same bits):
+//   y = clamp(round_half_even((float(acc) scale + bias) inv_scale), lo, hi) + zp
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_gemm.cpp"
 #include "modules/quant/kernels/cpu/int8_gemm.h"
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <cmath>
 
 #include "framework/tensor/simd.h"
 
@@ -84,8 +82,13 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
           }
         }
         std::uint8_t* y = g.y + (r + i) * g.ldy;
-        for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c)
-          y[b * kBlock + c] = requantize(acc[c], g.mult[b * kBlock + c], g.zp, g.lo, g.hi);
+        for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c) {
+          const std::int64_t o = b * kBlock + c;
+          float v = (static_cast<float>(acc[c]) * g.scale[o] + g.bias[o]) * g.inv_scale;
+          v = v > g.lo ? v : g.lo;
+          v = v < g.hi ? v : g.hi;
+          y[o] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::nearbyint(v)) + g.zp);
+        }
       }
     }
   }
@@ -99,7 +102,6 @@ constexpr int kVecs = 2;  // vectors per block of 16 channels
 constexpr std::int64_t kMR = 6;
 constexpr int kNB = 1;
 HWY_INLINE Vec load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-HWY_INLINE void store(void* p, Vec v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 HWY_INLINE Vec bcast(const std::uint8_t* p) {
   std::int32_t v;
   __builtin_memcpy(&v, p, 4);
@@ -108,37 +110,16 @@ HWY_INLINE Vec bcast(const std::uint8_t* p) {
 // exact: u16 (<= 255) x s16 pairs summed in int32
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 
-// 64-bit lanes: clamp(round(p 2^-sh), lo, hi), p + half + (p < 0 ? -1 : 0) then an arithmetic
-// shift as ~((~t) >>> sh) for negative t (AVX2 has no vpsravq).
-HWY_INLINE Vec round_clamp(Vec p, Vec sh, Vec lo, Vec hi) {
-  const Vec zero = _mm256_setzero_si256(), one = _mm256_set1_epi64x(1);
-  const Vec half = _mm256_sllv_epi64(one, _mm256_sub_epi64(sh, one));
-  Vec t = _mm256_add_epi64(_mm256_add_epi64(p, half), _mm256_cmpgt_epi64(zero, p));
-  const Vec neg = _mm256_cmpgt_epi64(zero, t);
-  t = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(t, neg), sh), neg);
-  t = _mm256_blendv_epi8(t, lo, _mm256_cmpgt_epi64(lo, t));
-  return _mm256_blendv_epi8(t, hi, _mm256_cmpgt_epi64(t, hi));
-}
-HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp, Vec lo, Vec hi,
+// float32 output stage (int8::requantize): max first, so that a NaN maps to lo as there
+HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m256 inv, __m256 lo, __m256 hi,
                        Vec zp) {
-  const Vec m0 = load(m0p), r = load(rp);
-  const Vec pe = _mm256_mul_epi32(acc, m0);
-  const Vec po = _mm256_mul_epi32(_mm256_srli_epi64(acc, 32), _mm256_srli_epi64(m0, 32));
-  const Vec re = _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFFFFFF)), ro = _mm256_srli_epi64(r, 32);
-  const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
-  return _mm256_add_epi32(_mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA), zp);
+  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_loadu_ps(sp));
+  v = _mm256_mul_ps(_mm256_add_ps(v, _mm256_loadu_ps(bp)), inv);
+  v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);  // rounds half to even (MXCSR default)
 }
-// right >= 33 (see hi_requant below)
-HWY_INLINE Vec requant_hi(Vec acc, const std::int32_t* m0p, const std::int32_t* hp,
-                          const std::int32_t* sp, Vec lo, Vec hi, Vec zp) {
-  const Vec m0 = load(m0p), a = _mm256_abs_epi32(acc);  // |INT32_MIN| reads as 2^31 unsigned
-  const Vec pe = _mm256_mul_epu32(a, m0);
-  const Vec po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m0, 32));
-  const Vec h = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);  // floor(|p| / 2^32)
-  const Vec v = _mm256_sign_epi32(_mm256_srlv_epi32(_mm256_add_epi32(h, load(hp)), load(sp)), acc);
-  return _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), zp);
-}
-HWY_INLINE Vec set64(std::int64_t v) { return _mm256_set1_epi64x(v); }
+using VecF = __m256;
+HWY_INLINE VecF setf(float v) { return _mm256_set1_ps(v); }
 HWY_INLINE Vec set32(std::int32_t v) { return _mm256_set1_epi32(v); }
 // 16 int32 in [0, 255] (two vectors) -> 16 bytes
 HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
@@ -158,7 +139,6 @@ constexpr int kVecs = 1;
 constexpr std::int64_t kMR = 8;
 constexpr int kNB = 2;
 HWY_INLINE Vec load(const void* p) { return _mm512_loadu_si512(p); }
-HWY_INLINE void store(void* p, Vec v) { _mm512_storeu_si512(p, v); }
 HWY_INLINE Vec bcast(const std::uint8_t* p) {
   std::int32_t v;
   __builtin_memcpy(&v, p, 4);
@@ -173,33 +153,15 @@ HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b
 #else
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
-HWY_INLINE Vec round_clamp(Vec p, Vec sh, Vec lo, Vec hi) {
-  const Vec one = _mm512_set1_epi64(1);
-  const Vec half = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one));
-  const Vec t = _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
-  return _mm512_min_epi64(_mm512_max_epi64(_mm512_srav_epi64(t, sh), lo), hi);
-}
-HWY_INLINE Vec requant(Vec acc, const std::int32_t* m0p, const std::int32_t* rp, Vec lo, Vec hi,
+HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m512 inv, __m512 lo, __m512 hi,
                        Vec zp) {
-  const Vec m0 = load(m0p), r = load(rp);
-  const Vec pe = _mm512_mul_epi32(acc, m0);
-  const Vec po = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(m0, 32));
-  const Vec re = _mm512_and_si512(r, _mm512_set1_epi64(0xFFFFFFFF)), ro = _mm512_srli_epi64(r, 32);
-  const Vec qe = round_clamp(pe, re, lo, hi), qo = round_clamp(po, ro, lo, hi);
-  return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, qe, _mm512_slli_epi64(qo, 32)), zp);
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(sp));
+  v = _mm512_mul_ps(_mm512_add_ps(v, _mm512_loadu_ps(bp)), inv);
+  v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+  return _mm512_add_epi32(_mm512_cvtps_epi32(v), zp);
 }
-HWY_INLINE Vec requant_hi(Vec acc, const std::int32_t* m0p, const std::int32_t* hp,
-                          const std::int32_t* sp, Vec lo, Vec hi, Vec zp) {
-  const Vec m0 = load(m0p), a = _mm512_abs_epi32(acc);
-  const Vec pe = _mm512_mul_epu32(a, m0);
-  const Vec po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(m0, 32));
-  const Vec h = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-  Vec v = _mm512_srlv_epi32(_mm512_add_epi32(h, load(hp)), load(sp));
-  const Vec zero = _mm512_setzero_si512();
-  v = _mm512_mask_sub_epi32(v, _mm512_cmplt_epi32_mask(acc, zero), zero, v);
-  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi), zp);
-}
-HWY_INLINE Vec set64(std::int64_t v) { return _mm512_set1_epi64(v); }
+using VecF = __m512;
+HWY_INLINE VecF setf(float v) { return _mm512_set1_ps(v); }
 HWY_INLINE Vec set32(std::int32_t v) { return _mm512_set1_epi32(v); }
 HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
   const __m128i b = _mm512_cvtepi32_epi8(v[0]);
@@ -243,33 +205,15 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   // output stage
   for (int j = 0; j < NB; ++j) {
     const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
-    if (g.hi_rq) {
-      const Vec lo = set32(g.lo - g.zp), hi = set32(g.hi - g.zp), zp = set32(g.zp);
-      for (std::int64_t i = 0; i < rows_valid; ++i) {
-        Vec out[kVecs];
-        for (int u = 0; u < kVecs; ++u) {
-          const std::int64_t c = c0 + u * kLanes;
-          out[u] =
-              requant_hi(acc[i][j * kVecs + u], g.m0 + c, g.half_hi + c, g.shift_hi + c, lo, hi, zp);
-        }
-        store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
+    const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);
+    const Vec zp = set32(g.zp);
+    for (std::int64_t i = 0; i < rows_valid; ++i) {
+      Vec out[kVecs];
+      for (int u = 0; u < kVecs; ++u) {
+        const std::int64_t c = c0 + u * kLanes;
+        out[u] = requant(acc[i][j * kVecs + u], g.scale + c, g.bias + c, inv, lo, hi, zp);
       }
-    } else if (g.vector_rq) {
-      const Vec lo = set64(g.lo - g.zp), hi = set64(g.hi - g.zp), zp = set32(g.zp);
-      for (std::int64_t i = 0; i < rows_valid; ++i) {
-        Vec out[kVecs];
-        for (int u = 0; u < kVecs; ++u)
-          out[u] = requant(acc[i][j * kVecs + u], g.m0 + c0 + u * kLanes, g.right + c0 + u * kLanes, lo,
-                           hi, zp);
-        store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
-      }
-    } else {  // a multiplier outside the vector range: the scalar reference
-      for (std::int64_t i = 0; i < rows_valid; ++i) {
-        alignas(64) std::int32_t tmp[kBlock];
-        for (int u = 0; u < kVecs; ++u) store(tmp + u * kLanes, acc[i][j * kVecs + u]);
-        std::uint8_t* y = g.y + (row + i) * g.ldy + c0;
-        for (std::int64_t c = 0; c < n; ++c) y[c] = requantize(tmp[c], g.mult[c0 + c], g.zp, g.lo, g.hi);
-      }
+      store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
     }
   }
 }

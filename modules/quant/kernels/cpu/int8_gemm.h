@@ -29,17 +29,12 @@ struct GemmArgs {
   const std::uint8_t* w;      ///< packed: blocks * steps * kStepBytes
   std::int64_t steps;         ///< per block
   std::int64_t O;             ///< real output channels (blocks = ceil(O / 16))
-  const std::int32_t* acc0;   ///< per padded channel: bias - zx rowsum(w)
-  const std::int32_t* m0;     ///< per padded channel, the fixed-point multiplier
-  const std::int32_t* right;  ///< per padded channel, 31 - shift (in [1, 62] when vector_rq)
-  bool vector_rq;             ///< all channels fit the vector requantization
-  /// All channels have right in [33, 62]: the 32-bit output stage (half_hi = 2^(right - 33),
-  /// shift_hi = right - 32 per padded channel) is exact.
-  bool hi_rq = false;
-  const std::int32_t* half_hi = nullptr;
-  const std::int32_t* shift_hi = nullptr;
-  const Multiplier* mult;  ///< per real channel (scalar output stage otherwise)
-  std::int32_t zp, lo, hi;
+  const std::int32_t* acc0;   ///< per padded channel: -zx rowsum(w)
+  const float* scale;         ///< per padded channel: s_in s_w (0 on the pads)
+  const float* bias;          ///< per padded channel: the float bias (0 on the pads)
+  float inv_scale;            ///< 1 / s_out
+  float lo, hi;               ///< the clamp range minus the zero point
+  std::int32_t zp;            ///< output zero point
   std::uint8_t* y;  ///< (M, O) rows, stride ldy
   std::int64_t ldy;
   /// Implicit GEMM (a convolution read in place): row m of A is the concatenation of `pieces`
