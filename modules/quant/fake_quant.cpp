@@ -71,6 +71,22 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
   });
 }
 
+void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
+  autograd::record(out, name, {x},
+                   [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
+                     gi[0] = Tensor::empty(g.shape(), g.dtype());
+                     qat::detail::dispatch_float(g.dtype(), name, [&]<class T>() {
+                       if constexpr (std::is_same_v<T, float>)
+                         parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
+                           kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b,
+                                                gi[0].data<T>() + b, e - b);
+                         });
+                       else
+                         ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
+                     });
+                   });
+}
+
 }  // namespace detail
 
 namespace {
@@ -99,18 +115,7 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
       });
     }
   });
-  autograd::record(out, name, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = Tensor::empty(g.shape(), g.dtype());
-    qat::detail::dispatch_float(g.dtype(), "fake_quantize_backward", [&]<class T>() {
-      if constexpr (std::is_same_v<T, float>)
-        parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
-          kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b, gi[0].data<T>() + b,
-                               e - b);
-        });
-      else
-        ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());
-    });
-  });
+  detail::record_ste(out, name, x, mask);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
 #include "modules/quant/detail/float_round.h"
+#include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 
@@ -124,19 +125,7 @@ Tensor fake_quantize_mx(const Tensor& x, const QuantSpec& spec, float per_tensor
       }
     }
   });
-  autograd::record(out, fn, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = Tensor::empty(g.shape(), g.dtype());
-    qat::detail::dispatch_float(g.dtype(), "fake_quantize_mx_backward", [&]<class T>() {
-      const std::uint8_t* m = mask.data<std::uint8_t>();
-      const T* dy = g.data<T>();
-      T* dx = gi[0].data<T>();
-      if constexpr (std::is_same_v<T, float>) {
-        kernels::masked_copy(dy, m, dx, g.numel());
-        return;
-      }
-      for (std::int64_t i = 0; i < g.numel(); ++i) dx[i] = m[i] ? dy[i] : T(0);
-    });
-  });
+  detail::record_ste(out, fn, x, mask);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "framework/tensor/tensor.h"
 #include "modules/quant/detail/layout.h"
 
 namespace qat::quant::detail {
@@ -31,6 +32,10 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
              std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] : T(0);
 }
+
+/// Records on the tape the straight-through backward of an op out = f(x) whose gradient passes
+/// where mask (uint8, x's shape) is 1: dx = dy * mask. Shared by every fake-quant op.
+void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask);
 
 /// fq_run over a float32 tensor laid out as `layout` (scale / zp per parameter), with the
 /// dispatched kernels: one call per run, or per row of [outer, len * inner] when the
