@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/distributed/replica.h"
@@ -96,6 +97,7 @@ void DistributedDataParallel::broadcast_state() const {
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   if (!model_->is_training() || group_->world_size() == 1) return (*model_)(x);
+  forwarded_ = true;
   ReplicaGuard replicas(group_);
   return (*model_)(x);
 }
@@ -137,6 +139,9 @@ void DistributedDataParallel::launch(Bucket& b) {
 void DistributedDataParallel::backward_end() {
   if (!sync_ || !in_pass_) return;
   in_pass_ = false;
+  // A training forward that bypassed ddp(...) gathered its statistics on this replica alone: its
+  // observers and batch norms would drift from the other replicas' without a word.
+  const bool forwarded = std::exchange(forwarded_, false);
   for (Bucket& b : buckets_) b.pending = 0;  // unused parameters: their bucket goes with zeros
   launch_ready_buckets();
   const auto t0 = std::chrono::steady_clock::now();
@@ -176,6 +181,9 @@ void DistributedDataParallel::backward_end() {
   std::fill(ready_.begin(), ready_.end(), 0);
   next_bucket_ = 0;
   ++stats_.syncs;
+  QAT_REQUIRE(forwarded || !model_->is_training(), "DistributedDataParallel",
+              "backward of a training forward that did not go through ddp(x) (it called the model "
+              "directly): observers and batch norm saw this replica's batch only; call ddp(x)");
 }
 
 }  // namespace qat::distributed

@@ -106,6 +106,7 @@ class DistributedDataParallel : private autograd::GradReadyObserver {
   std::vector<Bucket> buckets_;
   std::size_t next_bucket_ = 0;  // buckets are launched in order, the same on every rank
   bool in_pass_ = false;         // a leaf of ours was reported in this backward
+  bool forwarded_ = false;       // a training forward went through forward() since the last sync
   bool sync_ = true;
   Stats stats_;
 };

@@ -266,6 +266,15 @@ int no_sync(const distributed::ProcessGroupPtr& gp) {
     check(all_after.data<float>()[k] == all_after.data<float>()[after.numel() + k],
           "after a synced backward every rank has the same gradient");
   check(ddp.stats().syncs == 1, "one synced backward");
+  // a training forward that bypasses ddp(...) is refused at its backward
+  loader.next(b);
+  bool refused = false;
+  try {
+    cross_entropy((*model)(b.images), b.labels).backward();
+  } catch (const Error& e) {
+    refused = std::string(e.what()).find("did not go through ddp(x)") != std::string::npos;
+  }
+  check(refused, "a forward around ddp(...) is refused");
   std::cout << "rank " << g.rank() << ": no_sync ok\n";
   return 0;
 }
