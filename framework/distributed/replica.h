@@ -26,6 +26,17 @@ class ReplicaGuard {
   ProcessGroupPtr prev_;
 };
 
+/// RAII: what is gathered in this scope comes from state every replica holds identically (a
+/// layer's weight, plain or with batch norm folded in), so it needs no collective: clears the
+/// replica group for the scope.
+class SameOnEveryReplica {
+ public:
+  SameOnEveryReplica() : guard_(nullptr) {}
+
+ private:
+  ReplicaGuard guard_;
+};
+
 /// min[i] = min over replicas, max[i] = max over replicas (one collective).
 void sync_min_max(float* min, float* max, std::int64_t n);
 /// values[i] = sum over replicas, in place.

@@ -85,9 +85,8 @@ Tensor Observer::forward(const Tensor& x) {
   }
   QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
               " (a diverged training step or bad data)");
-  // data-parallel: the global batch's range (min of mins, max of maxes) before any averaging; a
-  // parameter (a weight) is the same on every replica already
-  if (!(x.is_leaf() && x.requires_grad())) distributed::sync_min_max(bmin.data(), bmax.data(), layout.num_params);
+  // data-parallel: the global batch's range (min of mins, max of maxes) before any averaging
+  distributed::sync_min_max(bmin.data(), bmax.data(), layout.num_params);
   update(bmin.data(), bmax.data());
   return x;
 }

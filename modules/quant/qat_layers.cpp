@@ -1,6 +1,7 @@
 #include "modules/quant/qat_layers.h"
 
 #include "framework/autograd/ops.h"
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 #include "modules/quant/fake_quant.h"
 
@@ -17,6 +18,13 @@ QatLayer::QatLayer(std::string type, const Tensor& weight, const Tensor& bias, b
 void QatLayer::set_quantizers(std::shared_ptr<Quantizer> weight_fq, std::shared_ptr<Quantizer> act_fq) {
   if (weight_fq) weight_fq_ = register_module("weight_fake_quant", std::move(weight_fq));
   if (act_fq) act_fq_ = register_module("activation_post_process", std::move(act_fq));
+}
+
+Tensor QatLayer::quantized_weight(const Tensor& w) const {
+  if (!weight_fq_) return w;
+  // data-parallel: a weight is the same on every replica, so its observer needs no all-reduce
+  distributed::SameOnEveryReplica same;
+  return weight_fq_->forward(w);
 }
 
 Tensor QatLayer::output(Tensor y) const {

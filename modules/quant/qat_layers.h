@@ -37,7 +37,8 @@ class QatLayer : public nn::Module {
   QatLayer(std::string type, const Tensor& weight, const Tensor& bias, bool fused_relu);
   /// Registers the quantizers (after any other children, for PyTorch's naming order).
   void set_quantizers(std::shared_ptr<Quantizer> weight_fq, std::shared_ptr<Quantizer> act_fq);
-  Tensor quantized_weight(const Tensor& w) const { return weight_fq_ ? weight_fq_->forward(w) : w; }
+  /// The weight through its fake quantizer (unchanged without one).
+  Tensor quantized_weight(const Tensor& w) const;
   /// relu (if fused), then the output quantizer.
   Tensor output(Tensor y) const;
   std::string quant_repr() const;
