@@ -308,13 +308,28 @@ BOOST_AUTO_TEST_CASE(trained_model_predictions_match) {
     correct_qat += pa.data<std::int64_t>()[i] == label;
     correct_int8 += pb.data<std::int64_t>()[i] == label;
   }
-  const double diff = max_abs_diff(qat_logits, int8_logits);
+  // the logits leave through the dynamic output quantizer: differences come in its steps (the
+  // row's scale); the float summation order moves at most a few values across a rounding edge
+  const QParams out = dynamic_qparams(qat_logits, reg.get("int8_dyn_act_int4_weight").activation->spec);
+  double diff = 0, steps = 0;
+  std::int64_t moved = 0;
+  for (std::int64_t i = 0; i < 2000; ++i)
+    for (std::int64_t c = 0; c < 10; ++c) {
+      const double d = std::fabs(double(qat_logits.data<float>()[i * 10 + c]) -
+                                 int8_logits.data<float>()[i * 10 + c]);
+      diff = std::max(diff, d);
+      steps = std::max(steps, d / out.scale.data<float>()[i]);
+      moved += d > 1e-3 * out.scale.data<float>()[i];
+    }
   BOOST_TEST_MESSAGE("8da4w MLP: QAT acc " << correct_qat / 2000.0 << ", int8 acc "
                                            << correct_int8 / 2000.0 << ", agreement " << same / 2000.0
-                                           << ", max logit diff " << diff);
+                                           << ", max logit diff " << diff << " (" << steps
+                                           << " output steps), " << moved
+                                           << " of 20000 logits differ by more than 1e-3 steps");
   BOOST_TEST(correct_qat > 1400);  // trained (chance is 200)
   BOOST_TEST(same >= 1998);
-  BOOST_TEST(diff < 0.05, diff);
+  BOOST_TEST(steps < 1.1, steps);  // one step of the output quantizer (its scale may move too)
+  BOOST_TEST(moved <= 20, moved);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
