@@ -13,11 +13,12 @@ namespace qat::quant::int8 {
 
 /// Weights (O, K) in groups of `group` inputs (the last group may be shorter), packed once for
 /// the kernel: output channels in blocks of 16, each group padded with zero weights to `steps`
-/// pairs of k, int16 pairs: step s of group g of block b = [16 channels][2 x int16]; the scales
+/// pairs of k: step s of group g of block b = [16 channels][2 x int8] (widened to int16 pairs as
+/// the kernel loads them); the scales
 /// as [block][group][16] (0 for the padding channels). The same packing on every CPU path.
 struct GroupedWeights {
   std::int64_t O = 0, K = 0, group = 0, groups = 0, steps = 0;
-  std::vector<std::int16_t> data;
+  std::vector<std::int8_t> data;
   std::vector<float> scales;
 };
 

@@ -1,9 +1,10 @@
 // The grouped int8 GEMM of int8_dynamic.h, compiled once per instruction set (-ffp-contract=off).
 // A tile is MR rows x NB blocks of 16 output channels. Per group the int32 accumulators start
-// at 0 and add (x - zp) w products of int16 pairs (vpmaddwd on AVX2 / AVX-512, vpdpwssd on
-// AVX-512 VNNI: exact, |x - zp| <= 255 and |w| <= 128); at the group's end they are converted
-// to float and added, times the group's weight scales, to the tile's float sums. The float part
-// is one plain loop shared by every path, so the bits do not depend on the path.
+// at 0 and add (x - zp) w products of int16 pairs (the int8 weight pairs sign-extended as loaded)
+// (vpmaddwd on AVX2 / AVX-512, vpdpwssd on AVX-512 VNNI: exact, |x - zp| <= 255 and |w| <= 128); at the
+// group's end they are converted to float and added, times the group's weight scales, to the tile's
+// float sums. The float part is one plain loop shared by every path, so the bits do not depend on the
+// path.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_dynamic.cpp"
 #include "modules/quant/int8_dynamic.h"
@@ -32,8 +33,8 @@ struct DynArgs {
   std::int64_t M, K, ldx;
   const std::int32_t* zp;
   const float* rs;
-  const std::int16_t* w;  // packed (GroupedWeights::data)
-  const float* ws;        // packed (GroupedWeights::scales)
+  const std::int8_t* w;  // packed (GroupedWeights::data)
+  const float* ws;       // packed (GroupedWeights::scales)
   std::int64_t O, group, groups, steps;
   const float* bias;
   bool relu;
@@ -56,7 +57,11 @@ constexpr int kVecs = 2;  // vectors per block of 16 channels
 constexpr std::int64_t kMR = 6;
 constexpr int kNB = 1;
 HWY_INLINE Vec zero() { return _mm256_setzero_si256(); }
-HWY_INLINE Vec load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+constexpr std::int64_t kWeightBytes = 16;  // int8 weights per vector (8 channels x 2)
+// 8 channels x 2 int8 weights, sign-extended to int16 pairs
+HWY_INLINE Vec load_w(const std::int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 HWY_INLINE void store(void* p, Vec v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 HWY_INLINE Vec bcast(const std::int16_t* p) {
   std::int32_t v;
@@ -70,7 +75,10 @@ constexpr int kVecs = 1;
 constexpr std::int64_t kMR = 8;
 constexpr int kNB = 2;
 HWY_INLINE Vec zero() { return _mm512_setzero_si512(); }
-HWY_INLINE Vec load(const void* p) { return _mm512_loadu_si512(p); }
+constexpr std::int64_t kWeightBytes = 32;  // int8 weights per vector (16 channels x 2)
+HWY_INLINE Vec load_w(const std::int8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 HWY_INLINE void store(void* p, Vec v) { _mm512_storeu_si512(p, v); }
 HWY_INLINE Vec bcast(const std::int16_t* p) {
   std::int32_t v;
@@ -152,8 +160,8 @@ HWY_INLINE void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::i
       Vec w[NB * kVecs];
       for (int nb = 0; nb < NB; ++nb)
         for (int v = 0; v < kVecs; ++v)
-          w[nb * kVecs + v] =
-              load(a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2 + v * 32 / kVecs);
+          w[nb * kVecs + v] = load_w(a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2 +
+                                     v * kWeightBytes);
       for (std::int64_t i = 0; i < kMR; ++i) {
         const Vec x = bcast(s + i * stride + (g * a.steps + st) * 2);
         for (int j = 0; j < NB * kVecs; ++j) acc[i][j] = dot(acc[i][j], x, w[j]);
@@ -167,7 +175,7 @@ HWY_INLINE void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::i
       for (std::int64_t i = 0; i < kMR; ++i) {
         const std::int16_t* x = s + i * stride + (g * a.steps + st) * 2;
         for (int nb = 0; nb < NB; ++nb) {
-          const std::int16_t* w = a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2;
+          const std::int8_t* w = a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2;
           for (std::int64_t c = 0; c < kBlock; ++c)
             acc_mem[i * W + nb * kBlock + c] += x[0] * w[2 * c] + x[1] * w[2 * c + 1];
         }
