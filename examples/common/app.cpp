@@ -544,7 +544,8 @@ int run_program(Options o, const ModelFactory& factory) {
     js << ", \"distill\": {\"weight\": " << o.distill.weight
        << ", \"temperature\": " << o.distill.temperature
        << ", \"teacher_acc\": " << evaluate(teacher->model(), test, factory.flatten_input).accuracy
-       << ", \"features\": " << "\"" << join(o.distill.features, ',') << "\""
+       << ", \"features\": "
+       << "\"" << join(o.distill.features, ',') << "\""
        << ", \"feature_weight\": " << o.distill.feature_weight << "}";
   if (mixed) js << ", \"mixed_precision\": " << mixed->json;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
