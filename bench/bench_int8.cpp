@@ -2,6 +2,8 @@
 // and the best path this CPU has:
 //   (a) the int8 linear kernel (packed weights, fused requantization) vs our float GEMM on the
 //       same shape (the MLP's layers, batch 64);
+//   (a2) the dynamic int8 linear (DynamicQuantizedLinear: int4 weights in groups of 32, per-row
+//       activation quantization on the fly, float out) vs our float GEMM on the same shape;
 //   (b) the converted int8 MLP / CNN / CNN-BN (prepare_qat, a few SGD steps on random data,
 //       convert) vs our fp32 model's inference on the same batch;
 //   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
@@ -10,6 +12,7 @@
 //   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer;
 //   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
 //     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
+//     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)")
 #include <cstdio>
@@ -30,6 +33,8 @@
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
+#include "modules/quant/dynamic_quantized_linear.h"
+#include "modules/quant/int8_dynamic.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/quant.h"
 
@@ -114,11 +119,54 @@ std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64
   return {t8, t32};
 }
 
-// --rows: the three machine-readable lines for the current path
+// {grouped kernel s, whole DynamicQuantizedLinear forward s (float in: per-row quantization +
+// kernel), float GEMM s} on x (N, K) . w^T (O, K), int4 weights in groups of 32
+std::tuple<double, double, double> time_dynamic_linear(std::int64_t N, std::int64_t K, std::int64_t O) {
+  Generator gen(5);
+  std::vector<std::uint8_t> xq(N * K);
+  std::vector<std::int8_t> wq(O * K);
+  for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
+  for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(16)) - 8);
+  const std::int64_t groups = (K + 31) / 32;
+  std::vector<float> ws(O * groups, 0.01f), rs(N, 0.02f), bias(O, 0.1f), y(N * O);
+  std::vector<std::int32_t> zp(N, 3);
+  const int8::GroupedWeights pw = int8::pack_grouped(wq.data(), ws.data(), O, K, 32);
+  const double tk = seconds_per_call([&] {
+    int8::linear_dynamic(xq.data(), N, K, zp.data(), rs.data(), pw, bias.data(), false, y.data(), O);
+  });
+  Tensor w = Tensor::empty(Shape{O, K}, DType::Int8);
+  std::copy(wq.begin(), wq.end(), w.data<std::int8_t>());
+  DynamicQuantizedLinear layer(w, Tensor::full(Shape{O, groups}, 0.01f, DType::Float32),
+                               Tensor::full(Shape{O}, 0.1f, DType::Float32),
+                               {.input = QuantSpec{.bits = 8,
+                                                   .is_signed = true,
+                                                   .symmetric = false,
+                                                   .granularity = Granularity::PerChannel,
+                                                   .axis = 0,
+                                                   .dynamic = true},
+                                .group = 32,
+                                .weight_bits = 4});
+  const Tensor x = Tensor::uniform(Shape{N, K}, -1, 1, gen);
+  NoGradGuard ng;
+  const double tl = seconds_per_call([&] { layer.forward(x); });
+  std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
+  const double t32 = seconds_per_call([&] {
+    detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
+  });
+  return {tk, tl, t32};
+}
+
+// --rows: the machine-readable lines for the current path
 int print_rows(bool torch) {
   const auto [l8, l32] = time_linear(64, 784, 256);
   std::printf("ROW int8_linear %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n", l32 / l8,
               cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
+  const auto [dk, dl, d32] = time_dynamic_linear(64, 768, 256);
+  std::printf(
+      "ROW int8_dyn_linear %.2fx_faster (%s 64x768.256 int4 groups of 32: layer %.1fus (kernel %.1fus) "
+      "vs "
+      "f32 gemm %.1fus)\n",
+      d32 / dl, cpu::isa_name(cpu::isa()), dl * 1e6, dk * 1e6, d32 * 1e6);
   nn::ModulePtr q = int8_model([] { return cnn(false); }, Shape{32, 1, 28, 28});
   nn::ModulePtr f = cnn(false);
   f->eval();
@@ -171,6 +219,25 @@ int main(int argc, char** argv) {
       const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " . " + std::to_string(O);
       std::printf("%-12s %-18s %9.1f us %9.1f us %9.2fx\n", cpu::isa_name(isa), shape.c_str(), t8 * 1e6,
                   t32 * 1e6, t32 / t8);
+    }
+  }
+
+  // (a2) dynamic int8 linear vs float GEMM
+  std::printf(
+      "\n(a2) dynamic int8 linear (per-row int8 activations quantized on the fly, int4 weights in "
+      "groups of 32, float out) vs our float32 GEMM, 1 thread\n");
+  std::printf("%-12s %-18s %12s %12s %12s %10s\n", "path", "shape", "layer", "kernel", "f32 gemm",
+              "f32/layer");
+  const std::tuple<std::int64_t, std::int64_t, std::int64_t> dyn_shapes[] = {
+      {64, 768, 256}, {64, 256, 128}, {1, 4096, 4096}, {1000, 768, 256}};
+  for (cpu::Isa isa : paths) {
+    if (!only.empty()) break;
+    cpu::IsaGuard guard(isa);
+    for (const auto& [N, K, O] : dyn_shapes) {
+      const auto [tk, tl, t32] = time_dynamic_linear(N, K, O);
+      const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " . " + std::to_string(O);
+      std::printf("%-12s %-18s %9.1f us %9.1f us %9.1f us %9.2fx\n", cpu::isa_name(isa), shape.c_str(),
+                  tl * 1e6, tk * 1e6, t32 * 1e6, t32 / tl);
     }
   }
 

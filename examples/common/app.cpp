@@ -417,6 +417,7 @@ int run_program(Options o, const ModelFactory& factory) {
   // after --resume: every replica starts from rank 0's state (they loaded the same file anyway)
   std::unique_ptr<distributed::DistributedDataParallel> ddp;
   if (group) ddp = std::make_unique<distributed::DistributedDataParallel>(model, group);
+  if (teacher) teacher->attach(*model);  // --kd-features hooks, on the prepared student
   if (!o.json && lead) {
     if (!prepared.layers.empty())
       std::cerr << "prepare_qat (" << o.qconfig << "):\n" << prepared.table();
@@ -543,7 +544,9 @@ int run_program(Options o, const ModelFactory& factory) {
     js << ", \"distill\": {\"weight\": " << o.distill.weight
        << ", \"temperature\": " << o.distill.temperature
        << ", \"teacher_acc\": " << evaluate(teacher->model(), test, factory.flatten_input).accuracy
-       << "}";
+       << ", \"features\": "
+       << "\"" << join(o.distill.features, ',') << "\""
+       << ", \"feature_weight\": " << o.distill.feature_weight << "}";
   if (mixed) js << ", \"mixed_precision\": " << mixed->json;
   js << ", \"peak_rss_mb\": " << peak_rss_mb() << "}";
   if (o.json)

@@ -13,6 +13,21 @@
 
 namespace qat::examples {
 
+namespace {
+void add_feature_options(CLI::App& app, DistillOptions& o, CLI::Option* distill) {
+  app.add_option("--kd-features", o.features,
+                 "with --distill: also match these modules' outputs (names in both models, e.g. "
+                 "pool1,pool2) by mean squared error")
+      ->delimiter(',')
+      ->needs(distill);
+  app.add_option("--kd-feature-weight", o.feature_weight,
+                 "with --kd-features: loss += beta sum_f mean((student_f - teacher_f)^2)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->needs(distill)
+      ->capture_default_str();
+}
+}  // namespace
+
 void add_distill_options(CLI::App& app, DistillOptions& o) {
   auto* distill = app.add_option("--distill", o.teacher,
                                  "train against a teacher: an fp32 checkpoint written by --save of an "
@@ -34,6 +49,7 @@ void add_distill_options(CLI::App& app, DistillOptions& o) {
           "(0, 1000]"))
       ->needs(distill)
       ->capture_default_str();
+  add_feature_options(app, o, distill);
 }
 
 Teacher::Teacher(const DistillOptions& options, const ModelFactory& factory) : options_(options) {
@@ -64,20 +80,64 @@ Teacher::Teacher(const DistillOptions& options, const ModelFactory& factory) : o
   model_->eval();
 }
 
+namespace {
+nn::Module& module_named(nn::Module& model, const std::string& name, const char* which) {
+  std::string known;
+  for (auto& [n, m] : model.named_modules()) {
+    if (n == name) return *m;
+    if (!n.empty() && n.find('.') == std::string::npos) known += (known.empty() ? "" : ", ") + n;
+  }
+  throw Error("--kd-features: the " + std::string(which) + " has no module '" + detail::printable(name) +
+              "' (its top-level modules: " + known + ")");
+}
+}  // namespace
+
+void Teacher::attach(nn::Module& student) {
+  const std::size_t n = options_.features.size();
+  student_features_.assign(n, Tensor());
+  teacher_features_.assign(n, Tensor());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& name = options_.features[i];
+    nn::Module& s = module_named(student, name, "student");
+    nn::Module& t = module_named(*model_, name, "teacher");
+    s.register_forward_hook(
+        [this, i](nn::Module&, const std::vector<Tensor>&, Tensor& out) { student_features_[i] = out; });
+    t.register_forward_hook(
+        [this, i](nn::Module&, const std::vector<Tensor>&, Tensor& out) { teacher_features_[i] = out; });
+  }
+}
+
 Tensor Teacher::loss(const Tensor& student_logits, const data::Batch& batch) {
   Tensor teacher_logits;
   {
     NoGradGuard no_grad;
     teacher_logits = model_->forward(batch.images);
   }
-  return distillation_loss(student_logits, teacher_logits, batch.labels, options_.weight,
-                           options_.temperature);
+  Tensor loss = distillation_loss(student_logits, teacher_logits, batch.labels, options_.weight,
+                                  options_.temperature);
+  for (std::size_t i = 0; i < student_features_.size(); ++i) {
+    const Tensor& s = student_features_[i];
+    const Tensor& t = teacher_features_[i];
+    QAT_REQUIRE(s.defined() && t.defined() && s.shape() == t.shape(), "--kd-features", "module '",
+                options_.features[i], "' gives ", s.defined() ? s.shape() : Shape{},
+                " in the student and ", t.defined() ? t.shape() : Shape{},
+                " in the teacher (or was not called)");
+    const Tensor d = s - t;
+    loss = loss + mul(mean(mul(d, d)), options_.feature_weight);
+    student_features_[i] = Tensor();  // the next forward sets it again
+  }
+  return loss;
 }
 
 std::string Teacher::describe() const {
   std::ostringstream s;
   s << arch_ << " teacher '" << options_.teacher << "', weight " << options_.weight << ", T "
     << options_.temperature;
+  if (!options_.features.empty()) {
+    s << ", features";
+    for (const auto& f : options_.features) s << " " << f;
+    s << " (MSE weight " << options_.feature_weight << ")";
+  }
   return s.str();
 }
 

@@ -9,6 +9,7 @@
 #include "framework/nn/sequential.h"
 #include "framework/tensor/finite.h"
 #include "modules/quant/detail/convert.h"
+#include "modules/quant/dynamic_quantized_linear.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantized_layers.h"
 #include "modules/quant/stubs.h"
@@ -23,6 +24,7 @@ RequireCalibrated::RequireCalibrated(bool on) : prev_(g_require_calibrated) {
   g_require_calibrated = on;
 }
 RequireCalibrated::~RequireCalibrated() { g_require_calibrated = prev_; }
+bool RequireCalibrated::active() { return g_require_calibrated; }
 
 // An activation quantizer's 8-bit grid as uint8 storage: signed codes shift by 128.
 ActivationQuant activation_quant(const std::shared_ptr<Quantizer>& q, const std::string& who) {
@@ -161,8 +163,9 @@ void require_prepared(nn::Module& model) {
   for (auto& [name, m] : model.named_modules())
     if (dynamic_cast<Quantizer*>(m)) return;
   for (auto& [name, m] : model.named_modules())
-    QAT_REQUIRE(!dynamic_cast<QuantizedWeightLayer*>(m) && !dynamic_cast<Quantize*>(m), "convert",
-                "the model is converted already ('", name, "' is a ", m->type_name(), ")");
+    QAT_REQUIRE(!dynamic_cast<QuantizedWeightLayer*>(m) && !dynamic_cast<Quantize*>(m) &&
+                    !dynamic_cast<DynamicQuantizedLinear*>(m),
+                "convert", "the model is converted already ('", name, "' is a ", m->type_name(), ")");
   throw Error(
       "convert: the model has no quantizers: call prepare_qat (then train, or calibrate with "
       "quant::calibrate) before convert");
@@ -210,12 +213,25 @@ struct Converter {
                   "example_input)");
       if (auto stub = std::dynamic_pointer_cast<QuantStub>(child)) {
         if (!stub->quantizer()) continue;
+        if (detail::is_dynamic(stub->quantizer())) {  // the next layer quantizes on the fly
+          flow = detail::dynamic_flow(stub->quantizer(), full);
+          record(&parent, name, full, child, std::make_shared<nn::Identity>());
+          continue;
+        }
         const ActivationQuant a = detail::activation_quant(stub->quantizer(), full);
         record(&parent, name, full, child, std::make_shared<Quantize>(a));
         flow = a;
       } else if (type == "DeQuantStub") {
-        record(&parent, name, full, child, std::make_shared<Dequantize>());
+        if (flow.dynamic)
+          record(&parent, name, full, child, std::make_shared<DynamicQuantDequant>(*flow.dynamic));
+        else
+          record(&parent, name, full, child, std::make_shared<Dequantize>());
         flow.reset();
+      } else if (auto layer = std::dynamic_pointer_cast<QatLayer>(child);
+                 layer && layer->has_quantizers() && detail::needs_dynamic(*layer, flow)) {
+        auto [q, out] = detail::dynamic_layer(*layer, flow, full);
+        record(&parent, name, full, child, q);
+        flow = out;
       } else if (auto layer = std::dynamic_pointer_cast<QatLayer>(child);
                  layer && layer->has_quantizers()) {
         require_quantized_input(flow, full);
@@ -232,6 +248,14 @@ struct Converter {
                      std::static_pointer_cast<nn::AdaptiveAvgPool2d>(inner)->output_size()));
       } else if (!child->named_children().empty()) {
         flow = walk(*child, full, flow);  // a container
+      } else if (flow.dynamic) {
+        // float values the next layer quantizes with their own range: only shape changes keep it
+        if (type == "Dropout") record(&parent, name, full, child, std::make_shared<nn::Identity>());
+        QAT_REQUIRE(type == "Flatten" || type == "Identity" || type == "Dropout", "convert", "layer '",
+                    full, "' (", type,
+                    ") reads dynamically quantized values: after convert the next layer quantizes "
+                    "them on the fly, from the range of its own input, so only Flatten / Identity / "
+                    "Dropout may come between (fuse a ReLU into the layer before)");
       } else if (!flow) {
         continue;  // the float region stays as it is
       } else if (type == "ReLU") {

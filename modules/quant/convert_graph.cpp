@@ -9,6 +9,7 @@
 #include "framework/nn/graph.h"
 #include "modules/quant/convert.h"
 #include "modules/quant/detail/convert.h"
+#include "modules/quant/dynamic_quantized_linear.h"
 #include "modules/quant/functional.h"
 #include "modules/quant/qat_layers.h"
 #include "modules/quant/quantized_layers.h"
@@ -70,8 +71,33 @@ struct GraphConverter {
     }
   }
 
+  int first_dynamic_input(const nn::GraphNode& n) const {
+    for (int in : n.inputs)
+      if (input_flow(in).dynamic) return in;
+    return -1;
+  }
+
+  // Float values a dynamic quantizer produced reach a module or op other than the Linear that
+  // quantizes them: only shape changes that keep the first dimension (the rows) let them pass.
+  Flow dynamic_pass(int id, int din) {
+    const nn::GraphNode& n = node(id);
+    const Flow in = input_flow(din);
+    const Shape& from = node(din).shape;
+    const bool keeps_rows = in.dynamic->granularity == Granularity::PerTensor ||
+                            (n.shape.rank() >= 1 && from.rank() >= 1 && n.shape[0] == from[0]);
+    const bool shape_only =
+        n.type == "reshape" || n.type == "Flatten" || n.type == "Identity" || n.type == "Dropout";
+    QAT_REQUIRE(shape_only && keeps_rows && n.inputs.size() == 1, "convert", label(id),
+                " reads dynamically quantized values from ", label(din),
+                ": after convert the next Linear quantizes them on the fly from the range of its own "
+                "input rows, so only reshapes that keep the rows (Flatten, Identity, Dropout) may "
+                "come between (fuse a ReLU into the layer before)");
+    return in;
+  }
+
   Flow op(int id) {
     const nn::GraphNode& n = node(id);
+    if (const int din = first_dynamic_input(n); din >= 0) return dynamic_pass(id, din);
     const int q = first_quantized_input(n);
     if (q < 0) return Flow();
     if (n.type == "reshape") return input_flow(n.inputs[0]);  // same codes, same quantization
@@ -94,7 +120,11 @@ struct GraphConverter {
     nn::ModulePtr replacement;
     Flow out;
     bool weighted = false;
-    if (auto* stub = dynamic_cast<QuantStub*>(m)) {
+    const int din = first_dynamic_input(n);
+    if (auto* stub = dynamic_cast<QuantStub*>(m); stub && detail::is_dynamic(stub->quantizer())) {
+      out = detail::dynamic_flow(stub->quantizer(), n.name);  // the next layer quantizes on the fly
+      replacement = std::make_shared<nn::Identity>();
+    } else if (auto* stub = dynamic_cast<QuantStub*>(m)) {
       if (stub->quantizer()) {
         out = activation_quant(stub->quantizer(), n.name);
         replacement = std::make_shared<Quantize>(*out);
@@ -102,7 +132,17 @@ struct GraphConverter {
         out = in;
       }
     } else if (n.type == "DeQuantStub") {
-      replacement = std::make_shared<Dequantize>();
+      if (in.dynamic)
+        replacement = std::make_shared<DynamicQuantDequant>(*in.dynamic);
+      else
+        replacement = std::make_shared<Dequantize>();
+    } else if (auto* layer = dynamic_cast<QatLayer*>(m);
+               layer && layer->has_quantizers() && detail::needs_dynamic(*layer, in)) {
+      std::tie(replacement, out) = detail::dynamic_layer(*layer, in, n.name);
+      weighted = true;
+    } else if (din >= 0) {
+      if (n.type == "Dropout") replacement = std::make_shared<nn::Identity>();
+      out = dynamic_pass(id, din);
     } else if (auto* layer = dynamic_cast<QatLayer*>(m); layer && layer->has_quantizers()) {
       QAT_REQUIRE(in, "convert", "layer '", n.name, "' receives a float input (from ",
                   n.inputs.empty() || n.inputs[0] < 0 ? std::string("a constant") : label(n.inputs[0]),
@@ -154,8 +194,11 @@ struct GraphConverter {
     auto [it, first] = decided.try_emplace(n.module, Decision{replacement, in, id});
     if (first) return;
     const Decision& d = it->second;
-    const bool same_kind = (d.replacement == nullptr) == (replacement == nullptr) && d.input.has_value() == in.has_value();
-    const bool same_input = !weighted || !in || same_quant(*d.input, *in);
+    const bool same_kind = (d.replacement == nullptr) == (replacement == nullptr) &&
+                           d.input.has_value() == in.has_value() &&
+                           d.input.dynamic.has_value() == in.dynamic.has_value();
+    const bool same_input = !weighted || ((!in || same_quant(*d.input, *in)) &&
+                                          (!in.dynamic || d.input.dynamic->str() == in.dynamic->str()));
     QAT_REQUIRE(same_kind && same_input, "convert", "'", n.name, "' (", n.type, ") is called ",
                 g.calls(n.module).size(),
                 " times with inputs quantized differently (", d.input ? "int8" : "float", " then ",

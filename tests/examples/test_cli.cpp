@@ -360,11 +360,20 @@ BOOST_AUTO_TEST_CASE(distill_and_budget_bits_end_to_end) {
   const Result f = run(cnn + "--epochs 1 --save " + path("f.ckpt"));
   BOOST_REQUIRE_MESSAGE(f.status == 0, f.err);
   const Result d = run(cnn + "--mode qat --qconfig int4_lsq --epochs 1 --distill " + path("f.ckpt") +
-                       " --kd-weight 0.7 --kd-temperature 3 --json");
+                       " --kd-weight 0.7 --kd-temperature 3 --kd-features pool1,pool2 "
+                       "--kd-feature-weight 0.5 --json");
   BOOST_REQUIRE_MESSAGE(d.status == 0, d.err);
   BOOST_TEST(d.out.find("\"distill\": {\"weight\": 0.7, \"temperature\": 3, \"teacher_acc\": ") !=
                  std::string::npos,
              d.out);
+  BOOST_TEST(d.out.find("\"features\": \"pool1,pool2\", \"feature_weight\": 0.5}") != std::string::npos,
+             d.out);
+  // int8_dyn_act_int4_weight on the classifier converts (DynamicQuantizedLinear)
+  const Result dyn = run(cnn + "--mode qat --rule fc=int8_dyn_act_int4_weight --epochs 1 --json");
+  BOOST_REQUIRE_MESSAGE(dyn.status == 0, dyn.err);
+  const std::string dj = last_line(dyn.out);
+  BOOST_TEST(std::stod(field(dj, "agreement")) > 0.99, dj);
+  BOOST_TEST(std::stod(field(dj, "max_logit_diff")) < 0.1, dj);
   // --load FP32 --budget-bits: sensitivity -> rules -> QAT from the float weights -> convert.
   const Result m = run(cnn + "--load " + path("f.ckpt") +
                        " --budget-bits 6 --epochs 1 --mp-calib-batches 2 "
@@ -406,6 +415,14 @@ BOOST_AUTO_TEST_CASE(bad_distill_and_budget_flags_exit_2) {
       low.err);
   BOOST_TEST(run(cnn + "--load " + path("f.ckpt") + " --budget-bits 5 --mp-candidates int3").status ==
              2);
+  const Result nf =
+      run(cnn + "--mode qat --epochs 1 --distill " + path("f.ckpt") + " --kd-features pool1,nope");
+  BOOST_TEST(nf.status == 2);
+  BOOST_TEST(
+      nf.err.find(
+          "--kd-features: the student has no module 'nope' (its top-level modules: quant, conv1") !=
+          std::string::npos,
+      nf.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
