@@ -1,35 +1,13 @@
 #include "framework/distributed/process_group.h"
 
-#include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <functional>
-#include <mutex>
-#include <thread>
 
-#ifdef QAT_HAS_GLOO
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/device.h>
-#include <unistd.h>
-
-#include "framework/distributed/detail/rendezvous.h"
-#endif
+#include "framework/distributed/detail/group_impl.h"
 
 namespace qat::distributed {
 
 // ---- options --------------------------------------------------------------------------------
-
-namespace {
-void require_collective_tensor(const Tensor& t, const char* fn, bool reduced = false);
-}
 
 namespace {
 
@@ -81,7 +59,7 @@ void GroupOptions::validate() const {
 }
 
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
-  require_collective_tensor(t, "ProcessGroup::all_reduce", true);
+  detail::require_collective_tensor(t, "ProcessGroup::all_reduce", true);
   all_reduce(t.raw_data(), t.numel(), t.dtype(), op);
 }
 
@@ -90,13 +68,6 @@ std::string ProcessGroup::who() const {
 }
 
 // ---- work -----------------------------------------------------------------------------------
-
-struct Work::State {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::string error;  // empty: success
-};
 
 void Work::wait() const {
   std::unique_lock lock(state_->m);
@@ -109,16 +80,15 @@ bool Work::completed() const {
   return state_->done;
 }
 
-namespace {
+namespace detail {
 
-std::shared_ptr<Work::State> finished(std::string error = "") {
+std::shared_ptr<Work::State> finished(std::string error) {
   auto s = std::make_shared<Work::State>();
   s->done = true;
   s->error = std::move(error);
   return s;
 }
 
-// `reduced`: all_reduce needs arithmetic types; broadcast and all_gather move any bytes.
 void require_collective_tensor(const Tensor& t, const char* fn, bool reduced) {
   QAT_REQUIRE(t.defined(), fn, "undefined tensor");
   QAT_REQUIRE(t.device() == Device::CPU, fn, "tensor must be on the CPU for the Gloo backend");
@@ -127,6 +97,13 @@ void require_collective_tensor(const Tensor& t, const char* fn, bool reduced) {
   QAT_REQUIRE(d == DType::Float32 || d == DType::Float64 || d == DType::Int32 || d == DType::Int64, fn,
               "dtype ", dtype_name(d), " is not supported (float32, float64, int32, int64)");
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::finished;
+using detail::require_collective_tensor;
 
 // A group of one: every collective is the identity.
 class SingleGroup final : public ProcessGroup {
@@ -157,345 +134,25 @@ class SingleGroup final : public ProcessGroup {
 
 }  // namespace
 
+bool has_gloo() {
 #ifdef QAT_HAS_GLOO
-
-namespace {
-
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-
-template <class T>
-ReduceFn reduce_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Min:
-      return &gloo::min<T>;
-    case ReduceOp::Max:
-      return &gloo::max<T>;
-    default:
-      return &gloo::sum<T>;
-  }
+  return true;
+#else
+  return false;
+#endif
 }
-
-const char* op_name(ReduceOp op) {
-  return op == ReduceOp::Min ? "min" : op == ReduceOp::Max ? "max" : "sum";
-}
-
-// Runs every collective of the group, in issue order, on one thread.
-class GlooGroup final : public ProcessGroup {
- public:
-  explicit GlooGroup(const GroupOptions& o) : options_(o) {
-    join();
-    worker_ = std::thread([this] { run(); });
-  }
-
-  ~GlooGroup() override {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-
-  int rank() const override { return options_.rank; }
-  int world_size() const override { return options_.world_size; }
-
-  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
-    require_collective_tensor(t, "ProcessGroup::all_reduce", true);
-    return all_reduce_async(t.raw_data(), t.numel(), t.dtype(), op);
-  }
-
-  std::shared_ptr<Work> all_reduce_async(void* data, std::int64_t n, DType dtype, ReduceOp op) override {
-    if (n == 0) return std::make_shared<Work>(finished());
-    return enqueue(count_all_reduce(n, dtype, op), [=, this] { reduce(data, n, dtype, op); });
-  }
-
-  void all_reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) override {
-    if (n == 0) return;
-    run_now(count_all_reduce(n, dtype, op), [=, this] { reduce(data, n, dtype, op); });
-  }
-
-  void broadcast(const Tensor& t, int root) override {
-    require_collective_tensor(t, "ProcessGroup::broadcast");
-    QAT_REQUIRE(root >= 0 && root < world_size(), "ProcessGroup::broadcast", "root must be in [0, ",
-                world_size(), "), got ", root);
-    {
-      std::lock_guard lock(m_);
-      stats_.broadcast_bytes += static_cast<std::int64_t>(t.nbytes());
-    }
-    if (t.numel() == 0) return;
-    run_now(qat::detail::concat("broadcast (", t.nbytes(), " bytes from rank ", root, ")"), [&, this] {
-      gloo::BroadcastOptions opts(context_);
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      opts.setRoot(root);
-      opts.setOutput(static_cast<char*>(t.raw_data()), t.nbytes());
-      gloo::broadcast(opts);
-    });
-  }
-
-  Tensor all_gather(const Tensor& t) override {
-    require_collective_tensor(t, "ProcessGroup::all_gather");
-    Shape s{world_size()};
-    for (std::int64_t d : t.shape()) s.push_back(d);
-    Tensor out = Tensor::empty(s, t.dtype());
-    {
-      std::lock_guard lock(m_);
-      stats_.all_gather_bytes += static_cast<std::int64_t>(out.nbytes());
-    }
-    if (t.numel() == 0) return out;
-    run_now(qat::detail::concat("all_gather (", t.nbytes(), " bytes per rank)"), [&, this] {
-      gloo::AllgatherOptions opts(context_);
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      opts.setInput(static_cast<char*>(t.raw_data()), t.nbytes());
-      opts.setOutput(static_cast<char*>(out.raw_data()), out.nbytes());
-      gloo::allgather(opts);
-    });
-    return out;
-  }
-
-  void barrier() override {
-    {
-      std::lock_guard lock(m_);
-      ++stats_.barriers;
-    }
-    run_now("barrier", [this] {
-      gloo::BarrierOptions opts(context_);
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      gloo::barrier(opts);
-    });
-  }
-
-  GroupStats stats() const override {
-    std::lock_guard lock(m_);
-    return stats_;
-  }
-
- private:
-  std::string count_all_reduce(std::int64_t n, DType dtype, ReduceOp op) {
-    const std::int64_t bytes = n * static_cast<std::int64_t>(element_size(dtype));
-    std::lock_guard lock(m_);
-    ++stats_.all_reduce_calls;
-    stats_.all_reduce_bytes += bytes;
-    return qat::detail::concat("all_reduce (", op_name(op), ", ", bytes, " bytes)");
-  }
-
-  void reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) {
-    switch (dtype) {
-      case DType::Float32:
-        typed_reduce<float>(static_cast<float*>(data), n, op);
-        break;
-      case DType::Float64:
-        typed_reduce<double>(static_cast<double*>(data), n, op);
-        break;
-      case DType::Int32:
-        typed_reduce<std::int32_t>(static_cast<std::int32_t*>(data), n, op);
-        break;
-      case DType::Int64:
-        typed_reduce<std::int64_t>(static_cast<std::int64_t*>(data), n, op);
-        break;
-      default:
-        QAT_CHECK(false, "all_reduce of ", dtype_name(dtype));
-    }
-  }
-
-  // Gloo's ring: reduce-scatter then all-gather, so every rank ends with the same bits.
-  template <class T>
-  void typed_reduce(T* data, std::int64_t n, ReduceOp op) {
-    const auto count = static_cast<std::size_t>(n);
-    gloo::AllreduceOptions opts(context_);
-    opts.setTag(next_tag());
-    opts.setTimeout(options_.timeout);
-    opts.setOutput(data, count);
-    opts.setReduceFunction(reduce_fn<T>(op));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    gloo::allreduce(opts);
-  }
-
-  // The rendezvous: rank 0 serves it; every rank checks in with its world size (two processes
-  // with one rank, or disagreeing sizes, fail here with a clear message), then Gloo exchanges
-  // listening addresses through it and connects every pair.
-  void join() {
-    constexpr const char* fn = "init_process_group";
-    const GroupOptions& o = options_;
-    if (o.rank == 0) server_ = std::make_unique<detail::RendezvousServer>(o.master_port);
-    const bool local = o.master_addr == "127.0.0.1" || o.master_addr == "localhost";
-    client_ = std::make_unique<detail::RendezvousClient>(local ? "127.0.0.1" : o.master_addr,
-                                                         o.master_port, o.timeout);
-    const std::string size = std::to_string(o.world_size);
-    const std::vector<char> size_bytes(size.begin(), size.end());
-    // rank 0 announces the size; the others read it before they check in, so that each side of
-    // a mismatch can name the other's value
-    if (o.rank == 0) client_->set("qat/world_size", size_bytes);
-    const std::vector<char> master_size = client_->get("qat/world_size");
-    QAT_REQUIRE(client_->set_if_absent("qat/join/" + std::to_string(o.rank), size_bytes), fn, "RANK ",
-                o.rank,
-                " is already taken by another process of this job (each process needs "
-                "its own RANK)");
-    QAT_REQUIRE(master_size == size_bytes, fn, "this process has WORLD_SIZE=", o.world_size,
-                " but rank 0 started the group with WORLD_SIZE=",
-                std::string(master_size.begin(), master_size.end()));
-    if (o.rank == 0) {
-      for (int r = 1; r < o.world_size; ++r) {
-        std::vector<char> theirs;
-        try {
-          theirs = client_->get("qat/join/" + std::to_string(r));
-        } catch (const Error&) {
-          throw Error(qat::detail::concat(fn, ": rank ", r, " did not join within ",
-                                          o.timeout.count() / 1000.0, " s (WORLD_SIZE=", o.world_size,
-                                          "; is every rank started, with this "
-                                          "MASTER_ADDR / MASTER_PORT?)"));
-        }
-        QAT_REQUIRE(theirs == size_bytes, fn, "rank ", r,
-                    " was started with WORLD_SIZE=", std::string(theirs.begin(), theirs.end()),
-                    ", this one with ", o.world_size);
-      }
-    }
-    gloo::transport::tcp::attr attr;
-    if (!o.iface.empty())
-      attr.iface = o.iface;
-    else if (local)
-      attr.hostname = "127.0.0.1";
-    else {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      attr.hostname = host;
-    }
-    try {
-      auto device = gloo::transport::tcp::CreateDevice(attr);
-      auto context = std::make_shared<gloo::rendezvous::Context>(o.rank, o.world_size);
-      context->setTimeout(o.timeout);
-      context->connectFullMesh(*client_, device);
-      context_ = std::move(context);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw Error(qat::detail::concat(fn, ": rank ", o.rank, " of ", o.world_size,
-                                      " could not connect to the other ranks: ", e.what()));
-    }
-  }
-
-  std::uint32_t next_tag() { return tag_++; }  // one collective runs at a time (busy_)
-
-  std::shared_ptr<Work> enqueue(std::string what, std::function<void()> body) {
-    auto state = std::make_shared<Work::State>();
-    {
-      std::lock_guard lock(m_);
-      queue_.push_back({std::move(what), std::move(body), state});
-    }
-    cv_.notify_all();
-    return std::make_shared<Work>(state);
-  }
-
-  // A blocking collective: on this thread when nothing is queued or running (saves two thread
-  // hand-overs per call), else after the queued ones, in order.
-  void run_now(std::string what, std::function<void()> body) {
-    std::unique_lock lock(m_);
-    if (!queue_.empty() || busy_) {
-      lock.unlock();
-      enqueue(std::move(what), std::move(body))->wait();
-      return;
-    }
-    busy_ = true;
-    lock.unlock();
-    const std::string error = execute(what, body);
-    lock.lock();
-    busy_ = false;
-    lock.unlock();
-    cv_.notify_all();
-    if (!error.empty()) throw Error(error);
-  }
-
-  // Runs one collective; returns its error message ("" when it succeeded).
-  std::string execute(const std::string& what, const std::function<void()>& body) {
-    if (!broken_.empty())
-      return qat::detail::concat("ProcessGroup: ", what, " on ", who(),
-                                 " refused: the group is broken since an earlier collective failed (",
-                                 broken_, ")");
-    try {
-      body();
-      return "";
-    } catch (const std::exception& e) {
-      broken_ = e.what();
-      return qat::detail::concat("ProcessGroup: ", what, " failed on ", who(), ": ", e.what(),
-                                 " -- another rank exited, was killed, or stopped calling the same "
-                                 "collectives (timeout ",
-                                 options_.timeout.count() / 1000.0, " s)");
-    }
-  }
-
-  void run() {
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!queue_.empty() && !busy_); });
-        if (queue_.empty()) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-        busy_ = true;
-      }
-      std::string error = execute(job.what, job.body);
-      {
-        std::lock_guard lock(m_);
-        busy_ = false;
-      }
-      cv_.notify_all();
-      {
-        std::lock_guard lock(job.state->m);
-        job.state->done = true;
-        job.state->error = std::move(error);
-      }
-      job.state->cv.notify_all();
-    }
-  }
-
-  struct Job {
-    std::string what;
-    std::function<void()> body;
-    std::shared_ptr<Work::State> state;
-  };
-
-  GroupOptions options_;
-  std::unique_ptr<detail::RendezvousServer> server_;
-  std::unique_ptr<detail::RendezvousClient> client_;
-  std::shared_ptr<gloo::Context> context_;
-  std::uint32_t tag_ = 0;
-  std::string broken_;  // the first error
-
-  mutable std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool busy_ = false;  // a collective is running, on the worker or inline
-  bool stop_ = false;
-  GroupStats stats_;
-  std::thread worker_;
-};
-
-}  // namespace
-
-bool has_gloo() { return true; }
 
 ProcessGroupPtr init_process_group(const GroupOptions& options) {
   options.validate();
   if (options.world_size == 1) return std::make_shared<SingleGroup>();
-  return std::make_shared<GlooGroup>(options);
-}
-
+#ifdef QAT_HAS_GLOO
+  return detail::make_gloo_group(options);
 #else
-
-bool has_gloo() { return false; }
-
-ProcessGroupPtr init_process_group(const GroupOptions& options) {
-  options.validate();
-  QAT_REQUIRE(options.world_size == 1, "init_process_group",
-              "this build has no distributed backend (install libgloo-dev and rebuild), so WORLD_SIZE "
-              "must be 1, got ",
-              options.world_size);
-  return std::make_shared<SingleGroup>();
-}
-
+  throw Error(qat::detail::concat(
+      "init_process_group: this build has no distributed backend (install libgloo-dev and rebuild), "
+      "so WORLD_SIZE must be 1, got ",
+      options.world_size));
 #endif
+}
 
 }  // namespace qat::distributed
