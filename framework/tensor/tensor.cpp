@@ -140,6 +140,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  if (target == Device::CUDA && numel() > 0) cuda::detail::require_device("Tensor::to(cuda)");
   Tensor t = empty(shape(), dtype(), target);
   t.copy_(*this);
   t.impl().quant = impl().quant;
