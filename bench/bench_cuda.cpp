@@ -52,16 +52,17 @@ int main() {
     auto row = [&](const char* name, double bytes_per_float, const std::function<void()>& f) {
       const double s = seconds_per_call(f, reps);
       const double bw = bytes_per_float * static_cast<double>(n) / s;
-      std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", name, static_cast<long long>(n), s * 1e6, bw / 1e9,
-                  bw / copy_bw);
+      std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", name, static_cast<long long>(n), s * 1e6,
+                  bw / 1e9, bw / copy_bw);
     };
-    std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", "device-to-device copy", static_cast<long long>(n),
-                copy_s * 1e6, copy_bw / 1e9, 1.0);
+    std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", "device-to-device copy",
+                static_cast<long long>(n), copy_s * 1e6, copy_bw / 1e9, 1.0);
     const Tensor scale = Tensor::full(Shape{1024}, 0.05, DType::Float32, Device::CUDA);
     const Tensor zp = Tensor::zeros(Shape{1024}, DType::Int32, Device::CUDA);
     {
       NoGradGuard no_grad;  // forward only: x read, y and the STE mask written (4 + 4 + 1 bytes)
-      row("fake quant per-tensor forward", 9, [&] { quant::fake_quantize_per_tensor_affine(x, 0.05f, 0, -128, 127); });
+      row("fake quant per-tensor forward", 9,
+          [&] { quant::fake_quantize_per_tensor_affine(x, 0.05f, 0, -128, 127); });
       row("fake quant per-channel forward", 9,
           [&] { quant::fake_quantize_per_channel_affine(x, scale, zp, 1, -128, 127); });
       quant::FusedObserverState st = quant::FusedObserverState::make(Device::CUDA);

@@ -26,11 +26,11 @@
 #include "framework/io/restore.h"
 #include "framework/optim/adam.h"
 #include "framework/optim/divergence.h"
-#include "framework/tensor/cuda.h"
 #include "framework/optim/lr_scheduler.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/cpu.h"
+#include "framework/tensor/cuda.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/checkpoint_meta.h"
@@ -290,7 +290,8 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
 // device) on zeros, so that the first op without a CUDA kernel is named before any training.
 // The loop itself (batches on the device) is not wired yet: it trains on the CPU only.
 void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::int64_t batch) {
-  QAT_REQUIRE(cuda::is_available(), "--device cuda", "no usable CUDA device: ", cuda::unavailable_reason());
+  QAT_REQUIRE(cuda::is_available(), "--device cuda",
+              "no usable CUDA device: ", cuda::unavailable_reason());
   const io::Checkpoint saved = io::capture(model);  // restored below: the probe changes nothing
   try {
     model.to(Device::CUDA);
@@ -306,8 +307,9 @@ void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::
   }
   model.to(Device::CPU);
   io::load_into(model, saved);
-  throw Error("--device cuda: every op of this model has a CUDA kernel, but the training loop does not "
-              "move batches to the device yet");
+  throw Error(
+      "--device cuda: every op of this model has a CUDA kernel, but the training loop does not "
+      "move batches to the device yet");
 }
 
 int run_program(Options o, const ModelFactory& factory) {
@@ -391,9 +393,9 @@ int run_program(Options o, const ModelFactory& factory) {
 
   std::ostringstream js;
   js.precision(6);
-  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"device\": \"" << o.device
-     << "\", \"mode\": \"" << o.mode
-     << "\", \"qconfig\": \"" << (o.mode == "qat" ? o.qconfig : "none") << "\"";
+  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"device\": \""
+     << o.device << "\", \"mode\": \"" << o.mode << "\", \"qconfig\": \""
+     << (o.mode == "qat" ? o.qconfig : "none") << "\"";
   if (o.eval_only) {
     QAT_REQUIRE(from.has_value(), "--eval-only", "needs --load PATH");
     const Eval e = evaluate(*model, test, factory.flatten_input);

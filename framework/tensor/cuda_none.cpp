@@ -6,7 +6,8 @@
 
 namespace qat::cuda {
 namespace {
-constexpr const char* kWhy = "this build has no CUDA backend (configured with QAT_CUDA=OFF or without nvcc)";
+constexpr const char* kWhy =
+    "this build has no CUDA backend (configured with QAT_CUDA=OFF or without nvcc)";
 }
 
 bool is_built() { return false; }

@@ -33,8 +33,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
     kernels::cuda::BroadcastDims d;
     d.rank = 1, d.size[0] = a.numel(), d.sa[0] = 1, d.sb[0] = 1;
     dispatch_float(a.dtype(), "add", [&]<class T>() {
-      kernels::cuda::binary(kernels::BinaryOp::Add, a.cuda_data<T>(), b.cuda_data<T>(), out.cuda_data<T>(),
-                            d, a.numel());
+      kernels::cuda::binary(kernels::BinaryOp::Add, a.cuda_data<T>(), b.cuda_data<T>(),
+                            out.cuda_data<T>(), d, a.numel());
     });
     return out;
   }

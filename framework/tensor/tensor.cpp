@@ -30,13 +30,12 @@ void* first_byte(const TensorImpl& s) {
 }
 
 [[noreturn]] void throw_wrong_device(const TensorImpl& s, const char* fn, Device want) {
-  throw Error(detail::concat(fn, ": ", dtype_name(s.dtype), " tensor of shape ", s.shape, " is on ",
-                             device_name(s.storage->device()), ", this code needs it on ",
-                             device_name(want),
-                             want == Device::CPU
-                                 ? " (an op without a CUDA kernel: not implemented on CUDA yet; "
-                                   "move the tensor with to(Device::CPU))"
-                                 : ""));
+  throw Error(
+      detail::concat(fn, ": ", dtype_name(s.dtype), " tensor of shape ", s.shape, " is on ",
+                     device_name(s.storage->device()), ", this code needs it on ", device_name(want),
+                     want == Device::CPU ? " (an op without a CUDA kernel: not implemented on CUDA yet; "
+                                           "move the tensor with to(Device::CPU))"
+                                         : ""));
 }
 
 }  // namespace
@@ -338,8 +337,7 @@ void require_rank(const Tensor& t, int rank, const char* fn, const char* arg) {
               t.shape());
 }
 
-Device common_device(const char* fn,
-                     std::initializer_list<std::pair<const char*, const Tensor*>> args) {
+Device common_device(const char* fn, std::initializer_list<std::pair<const char*, const Tensor*>> args) {
   const std::pair<const char*, const Tensor*>* first = nullptr;
   for (const auto& a : args) {
     if (!a.second->defined()) continue;

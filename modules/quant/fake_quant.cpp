@@ -78,10 +78,10 @@ namespace {
 
 // CUDA: float32, per tensor (host qparams) or per channel (device qparams, not validated here:
 // reading them would cost a host sync per call); the mask for the STE stays on the device.
-Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams& params, std::int64_t qmin,
-                          std::int64_t qmax, const char* name) {
-  QAT_REQUIRE(x.dtype() == DType::Float32, name, "not implemented on CUDA yet for ", dtype_name(x.dtype()),
-              " (float32 only), x of shape ", x.shape());
+Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams& params,
+                          std::int64_t qmin, std::int64_t qmax, const char* name) {
+  QAT_REQUIRE(x.dtype() == DType::Float32, name, "not implemented on CUDA yet for ",
+              dtype_name(x.dtype()), " (float32 only), x of shape ", x.shape());
   QAT_REQUIRE(qmin < qmax, name, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
   Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);

@@ -50,28 +50,29 @@ Tensor fused_moving_avg_obs_fake_quant(const Tensor& x, FusedObserverState& st, 
                                             {"nonfinite_batches", &st.nonfinite_batches}});
   const auto c = static_cast<float>(averaging_constant);
   if (device == Device::CUDA) {
-    kernels::cuda::FusedObserverArgs a{st.running_min.cuda_data<float>(),
-                                       st.running_max.cuda_data<float>(),
-                                       st.scale.cuda_data<float>(),
-                                       st.zero_point.cuda_data<std::int32_t>(),
-                                       st.nonfinite_batches.cuda_data<std::int32_t>(),
-                                       c,
-                                       spec.quant_min(),
-                                       spec.quant_max(),
-                                       spec.symmetric,
-                                       static_cast<std::int32_t>(spec.symmetric ? spec.symmetric_zero_point() : 0),
-                                       observer_on,
-                                       fake_quant_on};
+    kernels::cuda::FusedObserverArgs a{
+        st.running_min.cuda_data<float>(),
+        st.running_max.cuda_data<float>(),
+        st.scale.cuda_data<float>(),
+        st.zero_point.cuda_data<std::int32_t>(),
+        st.nonfinite_batches.cuda_data<std::int32_t>(),
+        c,
+        spec.quant_min(),
+        spec.quant_max(),
+        spec.symmetric,
+        static_cast<std::int32_t>(spec.symmetric ? spec.symmetric_zero_point() : 0),
+        observer_on,
+        fake_quant_on};
     Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
     Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
     kernels::cuda::fused_moving_avg_obs_fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
                                                    mask.cuda_data<std::uint8_t>(), x.numel(), a);
-    autograd::record(out, kFn, {x}, [mask](const Tensor& g, const std::vector<Tensor>&,
-                                           std::vector<Tensor>& gi) {
-      gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
-      kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
-                                 gi[0].cuda_data<float>(), g.numel());
-    });
+    autograd::record(out, kFn, {x},
+                     [mask](const Tensor& g, const std::vector<Tensor>&, std::vector<Tensor>& gi) {
+                       gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+                       kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
+                                                  gi[0].cuda_data<float>(), g.numel());
+                     });
     return out;
   }
   if (observer_on && x.numel() > 0) {
@@ -93,8 +94,9 @@ Tensor fused_moving_avg_obs_fake_quant(const Tensor& x, FusedObserverState& st, 
     }
   }
   if (!fake_quant_on) return x;
-  return fake_quantize_per_tensor_affine(x, st.scale.data<float>()[0], st.zero_point.data<std::int32_t>()[0],
-                                         spec.quant_min(), spec.quant_max());
+  return fake_quantize_per_tensor_affine(x, st.scale.data<float>()[0],
+                                         st.zero_point.data<std::int32_t>()[0], spec.quant_min(),
+                                         spec.quant_max());
 }
 
 }  // namespace qat::quant

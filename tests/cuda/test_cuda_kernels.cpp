@@ -26,8 +26,8 @@ Tensor leaf(const Tensor& t) {
 
 // f on a CPU copy and a CUDA copy of the inputs: outputs and every input's gradient compared
 // (bit-exact or within tol), the backward seeded with the same random gradient.
-void compare(const std::vector<Tensor>& inputs, const std::function<Tensor(const std::vector<Tensor>&)>& f,
-             double tol) {
+void compare(const std::vector<Tensor>& inputs,
+             const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol) {
   std::vector<Tensor> hc, dc;
   for (const Tensor& t : inputs) {
     hc.push_back(leaf(t));
@@ -43,7 +43,8 @@ void compare(const std::vector<Tensor>& inputs, const std::function<Tensor(const
   for (std::size_t i = 0; i < hc.size(); ++i) {
     BOOST_REQUIRE(dc[i].grad().defined());
     BOOST_TEST((dc[i].grad().device() == Device::CUDA));
-    tol == 0 ? require_bits_equal(hc[i].grad(), dc[i].grad()) : require_close(hc[i].grad(), dc[i].grad(), tol);
+    tol == 0 ? require_bits_equal(hc[i].grad(), dc[i].grad())
+             : require_close(hc[i].grad(), dc[i].grad(), tol);
   }
 }
 
@@ -58,14 +59,19 @@ BOOST_AUTO_TEST_SUITE(cuda_kernels, *boost::unit_test::precondition(has_cuda_dev
 
 BOOST_AUTO_TEST_CASE(binary_ops_broadcast) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {Shape{1031}, Shape{1031}}, {Shape{37, 1, 5}, Shape{1, 13, 5}}, {Shape{3, 257}, Shape{257}},
-      {Shape{7, 9}, Shape{}},     {Shape{0, 5}, Shape{5}},            {Shape{4, 1}, Shape{1, 3}}};
+      {Shape{1031}, Shape{1031}},  {Shape{37, 1, 5}, Shape{1, 13, 5}},
+      {Shape{3, 257}, Shape{257}}, {Shape{7, 9}, Shape{}},
+      {Shape{0, 5}, Shape{5}},     {Shape{4, 1}, Shape{1, 3}}};
   for (const auto& [sa, sb] : shapes) {
     const Tensor a = rnd(sa, 1), b = add(rnd(sb, 2, 0.5, 2), 0.0);  // b away from 0 for div
-    compare({a, b}, [](const auto& in) { return add(in[0], in[1]); }, 0);
-    compare({a, b}, [](const auto& in) { return sub(in[0], in[1]); }, 0);
-    compare({a, b}, [](const auto& in) { return mul(in[0], in[1]); }, 1e-6);  // grads: sums
-    compare({a, b}, [](const auto& in) { return div(in[0], in[1]); }, 1e-5);
+    compare(
+        {a, b}, [](const auto& in) { return add(in[0], in[1]); }, 0);
+    compare(
+        {a, b}, [](const auto& in) { return sub(in[0], in[1]); }, 0);
+    compare(
+        {a, b}, [](const auto& in) { return mul(in[0], in[1]); }, 1e-6);  // grads: sums
+    compare(
+        {a, b}, [](const auto& in) { return div(in[0], in[1]); }, 1e-5);
   }
 }
 
@@ -74,9 +80,7 @@ BOOST_AUTO_TEST_CASE(scalar_ops_and_relu_with_ties) {
   std::vector<float> v = x.to_vector<float>();
   v[0] = 0.0f, v[1] = -0.0f, v[2] = std::numeric_limits<float>::quiet_NaN(), v[3] = 1e-30f;
   x = Tensor::from_vector(v, x.shape());
-  const auto same = [&](auto f) {
-    require_bits_equal(f(x), f(x.to(Device::CUDA)));
-  };
+  const auto same = [&](auto f) { require_bits_equal(f(x), f(x.to(Device::CUDA))); };
   same([](const Tensor& t) { return relu(t); });
   same([](const Tensor& t) { return neg(t); });
   same([](const Tensor& t) { return add(t, 0.1); });
@@ -85,35 +89,46 @@ BOOST_AUTO_TEST_CASE(scalar_ops_and_relu_with_ties) {
   same([](const Tensor& t) { return rsub(1.5, t); });
   same([](const Tensor& t) { return rdiv(2.0, t); });
   const Tensor y = rnd(Shape{1001}, 4);
-  compare({y}, [](const auto& in) { return relu(in[0]); }, 0);
-  compare({y}, [](const auto& in) { return mul(add(in[0], 0.25), 3.0); }, 0);
-  compare({add(y, 3.0)}, [](const auto& in) { return pow(in[0], 2.0); }, 1e-5);
+  compare(
+      {y}, [](const auto& in) { return relu(in[0]); }, 0);
+  compare(
+      {y}, [](const auto& in) { return mul(add(in[0], 0.25), 3.0); }, 0);
+  compare(
+      {add(y, 3.0)}, [](const auto& in) { return pow(in[0], 2.0); }, 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(sums_and_means) {
   for (const Shape& s : {Shape{1}, Shape{257}, Shape{100003}, Shape{0}, Shape{3, 0, 2}}) {
-    compare({rnd(s, 5)}, [](const auto& in) { return sum(in[0]); }, 1e-5);
+    compare(
+        {rnd(s, 5)}, [](const auto& in) { return sum(in[0]); }, 1e-5);
   }
   const Tensor x = rnd(Shape{7, 301, 3}, 6);
   for (int d = 0; d < 3; ++d) {
-    compare({x}, [d](const auto& in) { return sum(in[0], d, false); }, 1e-5);
-    compare({x}, [d](const auto& in) { return mean(in[0], d, true); }, 1e-5);
+    compare(
+        {x}, [d](const auto& in) { return sum(in[0], d, false); }, 1e-5);
+    compare(
+        {x}, [d](const auto& in) { return mean(in[0], d, true); }, 1e-5);
   }
-  compare({x}, [](const auto& in) { return mean(in[0]); }, 1e-5);
+  compare(
+      {x}, [](const auto& in) { return mean(in[0]); }, 1e-5);
   // deterministic: twice the same bits
   const Tensor d = rnd(Shape{1 << 20}, 7).to(Device::CUDA);
   require_bits_equal(sum(d).to(Device::CPU), sum(d));
 }
 
 BOOST_AUTO_TEST_CASE(matmul_and_linear) {
-  compare({rnd(Shape{37, 61}, 8), rnd(Shape{61, 29}, 9)}, [](const auto& in) { return matmul(in[0], in[1]); },
-          1e-4);
-  compare({rnd(Shape{3, 5, 7}, 8), rnd(Shape{3, 7, 2}, 9)}, [](const auto& in) { return matmul(in[0], in[1]); },
-          1e-4);
-  compare({rnd(Shape{33, 131}, 10), rnd(Shape{67, 131}, 11), rnd(Shape{67}, 12)},
-          [](const auto& in) { return linear(in[0], in[1], in[2]); }, 1e-4);
-  compare({rnd(Shape{0, 5}, 10), rnd(Shape{3, 5}, 11), rnd(Shape{3}, 12)},
-          [](const auto& in) { return linear(in[0], in[1], in[2]); }, 1e-4);
+  compare(
+      {rnd(Shape{37, 61}, 8), rnd(Shape{61, 29}, 9)},
+      [](const auto& in) { return matmul(in[0], in[1]); }, 1e-4);
+  compare(
+      {rnd(Shape{3, 5, 7}, 8), rnd(Shape{3, 7, 2}, 9)},
+      [](const auto& in) { return matmul(in[0], in[1]); }, 1e-4);
+  compare(
+      {rnd(Shape{33, 131}, 10), rnd(Shape{67, 131}, 11), rnd(Shape{67}, 12)},
+      [](const auto& in) { return linear(in[0], in[1], in[2]); }, 1e-4);
+  compare(
+      {rnd(Shape{0, 5}, 10), rnd(Shape{3, 5}, 11), rnd(Shape{3}, 12)},
+      [](const auto& in) { return linear(in[0], in[1], in[2]); }, 1e-4);
 }
 
 // Fake quantization: the same bits as the CPU kernel, ties (x = (k + 1/2) scale) included.
@@ -132,19 +147,25 @@ BOOST_AUTO_TEST_CASE(fake_quant_bit_exact) {
     const std::int64_t c = x.size(axis);
     std::vector<float> s(c);
     std::vector<std::int32_t> z(c);
-    for (std::int64_t i = 0; i < c; ++i) s[i] = 0.01f + 0.003f * static_cast<float>(i % 17), z[i] = i % 5;
+    for (std::int64_t i = 0; i < c; ++i)
+      s[i] = 0.01f + 0.003f * static_cast<float>(i % 17), z[i] = i % 5;
     const Tensor st = Tensor::from_vector(s, Shape{c}), zt = Tensor::from_vector(z, Shape{c});
-    compare({x}, [&](const auto& in) {
-      const bool d = in[0].device() == Device::CUDA;
-      return quant::fake_quantize_per_channel_affine(in[0], d ? st.to(Device::CUDA) : st,
-                                                     d ? zt.to(Device::CUDA) : zt, axis, -128, 127);
-    }, 0);
+    compare(
+        {x},
+        [&](const auto& in) {
+          const bool d = in[0].device() == Device::CUDA;
+          return quant::fake_quantize_per_channel_affine(in[0], d ? st.to(Device::CUDA) : st,
+                                                         d ? zt.to(Device::CUDA) : zt, axis, -128, 127);
+        },
+        0);
   }
-  compare({rnd(Shape{1001}, 14)}, [&](const auto& in) {
-    return quant::fake_quantize_per_tensor_affine(in[0], scale, 3, 0, 255);
-  }, 0);
+  compare(
+      {rnd(Shape{1001}, 14)},
+      [&](const auto& in) { return quant::fake_quantize_per_tensor_affine(in[0], scale, 3, 0, 255); },
+      0);
   const Tensor empty = Tensor::empty(Shape{0, 3});
-  BOOST_TEST(quant::fake_quantize_per_tensor_affine(empty.to(Device::CUDA), scale, 0, -128, 127).numel() == 0);
+  BOOST_TEST(
+      quant::fake_quantize_per_tensor_affine(empty.to(Device::CUDA), scale, 0, -128, 127).numel() == 0);
 }
 
 // The fused observer + fake quant: running min / max, qparams and output bit-exact with the CPU

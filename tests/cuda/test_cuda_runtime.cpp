@@ -14,7 +14,9 @@ using namespace qat;
 using qat::test::has_cuda_device;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -28,7 +30,8 @@ std::string error_of(const std::function<void()>& f) {
 std::shared_ptr<nn::Sequential> mlp() {
   manual_seed(3);
   return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<nn::Linear>(13, 7), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(7, 3)});
+      std::make_shared<nn::Linear>(13, 7), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(7, 3)});
 }
 }  // namespace
 
@@ -63,16 +66,21 @@ BOOST_AUTO_TEST_CASE(device_mismatch_names_both_devices) {
   const Tensor c = Tensor::empty(Shape{0, 4}, DType::Float32, Device::CUDA);
   const Tensor h = Tensor::empty(Shape{0, 4});
   BOOST_TEST((c.device() == Device::CUDA));
-  for (const auto& f : std::vector<std::function<void()>>{[&] { (void)add(h, c); }, [&] { (void)mul(c, h); },
-                                                          [&] { (void)matmul(h, c.view_as_shape(Shape{4, 0})); }}) {
+  for (const auto& f :
+       std::vector<std::function<void()>>{[&] { (void)add(h, c); }, [&] { (void)mul(c, h); },
+                                          [&] {
+                                            (void)matmul(h, c.view_as_shape(Shape{4, 0}));
+                                          }}) {
     const std::string e = error_of(f);
     BOOST_TEST(contains(e, "different devices"), e);
     BOOST_TEST(contains(e, "is on cpu"), e);
     BOOST_TEST(contains(e, "is on cuda"), e);
   }
   const std::string e = error_of([&] { (void)linear(c, Tensor::empty(Shape{2, 4}), Tensor()); });
-  BOOST_TEST((contains(e, "linear: tensors on different devices: 'x' [0, 4] is on cuda, 'weight' [2, 4] is on cpu")),
-             e);
+  BOOST_TEST(
+      (contains(
+          e, "linear: tensors on different devices: 'x' [0, 4] is on cuda, 'weight' [2, 4] is on cpu")),
+      e);
 }
 
 // A CPU kernel never reads device memory: ops without a CUDA kernel throw naming themselves.
@@ -107,7 +115,8 @@ BOOST_AUTO_TEST_CASE(copies_round_trip) {
   BOOST_TEST(z.to_vector<float>() == std::vector<float>(15, 2.5f), boost::test_tools::per_element());
   BOOST_TEST(sum(z).item() == 37.5);
   const Tensor i8 = Tensor::full(Shape{7}, -3, DType::Int8, Device::CUDA);
-  BOOST_TEST(i8.to_vector<std::int8_t>() == std::vector<std::int8_t>(7, -3), boost::test_tools::per_element());
+  BOOST_TEST(i8.to_vector<std::int8_t>() == std::vector<std::int8_t>(7, -3),
+             boost::test_tools::per_element());
   std::ostringstream os;
   os << z;
   BOOST_TEST(contains(os.str(), "device cuda"), os.str());

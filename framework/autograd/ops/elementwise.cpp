@@ -238,16 +238,16 @@ Tensor neg(const Tensor& x) {
 
 // d(x+s) = g
 Tensor add(const Tensor& x, double s) {
-  Tensor out =
-      scalar_map(x, "add", UnaryOp::AddScalar, s, [s](auto v) { return v + static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "add", UnaryOp::AddScalar, s,
+                          [s](auto v) { return v + static_cast<decltype(v)>(s); });
   autograd::record(out, "add_scalar", {x}, [](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = g; });
   return out;
 }
 
 // d(x*s) = g*s
 Tensor mul(const Tensor& x, double s) {
-  Tensor out =
-      scalar_map(x, "mul", UnaryOp::MulScalar, s, [s](auto v) { return v * static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "mul", UnaryOp::MulScalar, s,
+                          [s](auto v) { return v * static_cast<decltype(v)>(s); });
   autograd::record(out, "mul_scalar", {x},
                    [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = mul(g, s); });
   return out;
@@ -256,8 +256,8 @@ Tensor mul(const Tensor& x, double s) {
 // d(x/s) = g/s
 Tensor div(const Tensor& x, double s) {
   QAT_REQUIRE(s != 0.0, "div", "division by the scalar 0");
-  Tensor out =
-      scalar_map(x, "div", UnaryOp::DivScalar, s, [s](auto v) { return v / static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "div", UnaryOp::DivScalar, s,
+                          [s](auto v) { return v / static_cast<decltype(v)>(s); });
   autograd::record(out, "div_scalar", {x},
                    [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = div(g, s); });
   return out;

@@ -37,8 +37,8 @@ T* ptr(const Tensor& t) {
 
 // GEMM on `device`: the CPU's BLAS or cuBLAS.
 template <class T>
-void mm(Device device, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-        std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+void mm(Device device, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+        const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   if (device == Device::CUDA)
     kernels::cuda::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
@@ -56,7 +56,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::dispatch_float(a.dtype(), "matmul", [&]<class T>() {
     for (std::int64_t i = 0; i < d.batch; ++i)
       mm<T>(dev, false, false, d.M, d.N, d.K, 1, ptr<T>(a) + i * d.M * d.K, d.K,
-              ptr<T>(b) + i * d.K * d.N, d.N, 0, ptr<T>(out) + i * d.M * d.N, d.N);
+            ptr<T>(b) + i * d.K * d.N, d.N, 0, ptr<T>(out) + i * d.M * d.N, d.N);
   });
   autograd::record(out, "matmul", {a, b}, [d, dev](const Tensor& g, const Inputs& in, Grads& gi) {
     const Tensor &A = in[0], &B = in[1];
@@ -66,13 +66,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         gi[0] = Tensor::empty(A.shape(), A.dtype(), dev);
         for (std::int64_t i = 0; i < d.batch; ++i)
           mm<T>(dev, false, true, d.M, d.K, d.N, 1, ptr<T>(g) + i * d.M * d.N, d.N,
-                  ptr<T>(B) + i * d.K * d.N, d.N, 0, ptr<T>(gi[0]) + i * d.M * d.K, d.K);
+                ptr<T>(B) + i * d.K * d.N, d.N, 0, ptr<T>(gi[0]) + i * d.M * d.K, d.K);
       }
       if (B.requires_grad()) {
         gi[1] = Tensor::empty(B.shape(), B.dtype(), dev);
         for (std::int64_t i = 0; i < d.batch; ++i)
           mm<T>(dev, true, false, d.K, d.N, d.M, 1, ptr<T>(A) + i * d.M * d.K, d.K,
-                  ptr<T>(g) + i * d.M * d.N, d.N, 0, ptr<T>(gi[1]) + i * d.K * d.N, d.N);
+                ptr<T>(g) + i * d.M * d.N, d.N, 0, ptr<T>(gi[1]) + i * d.K * d.N, d.N);
       }
     });
   });
@@ -107,7 +107,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         for (std::int64_t j = 0; j < out_f; ++j) y[r * out_f + j] = b[j];
     }
     mm<T>(dev, false, true, rows, out_f, in_f, 1, ptr<T>(x), in_f, ptr<T>(weight), in_f,
-            bias.defined() ? 1 : 0, y, out_f);
+          bias.defined() ? 1 : 0, y, out_f);
   });
   autograd::record(out, "linear", {x, weight, bias},
                    [rows, in_f, out_f, dev](const Tensor& g, const Inputs& in, Grads& gi) {
@@ -118,12 +118,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                        if (X.requires_grad()) {
                          gi[0] = Tensor::empty(X.shape(), X.dtype(), dev);
                          mm<T>(dev, false, false, rows, in_f, out_f, 1, G, out_f, ptr<T>(W), in_f, 0,
-                                 ptr<T>(gi[0]), in_f);
+                               ptr<T>(gi[0]), in_f);
                        }
                        if (W.requires_grad()) {
                          gi[1] = Tensor::empty(W.shape(), W.dtype(), dev);
                          mm<T>(dev, true, false, out_f, in_f, rows, 1, G, out_f, ptr<T>(X), in_f, 0,
-                                 ptr<T>(gi[1]), in_f);
+                               ptr<T>(gi[1]), in_f);
                        }
                        if (b.defined() && b.requires_grad() && dev == Device::CUDA) {
                          // db[j] = sum over rows of G[r, j]

@@ -59,8 +59,8 @@ Tensor expand_along(const Tensor& g, const Shape& x_shape, const AxisView& v, do
     d.size[0] = v.outer, d.size[1] = v.n, d.size[2] = v.inner;
     d.sa[0] = v.inner, d.sa[1] = 0, d.sa[2] = 1;
     detail::dispatch_float(g.dtype(), "reduce_backward", [&]<class T>() {
-      kernels::cuda::binary(kernels::BinaryOp::Mul, g.cuda_data<T>(), s.cuda_data<T>(), out.cuda_data<T>(),
-                            d, out.numel());
+      kernels::cuda::binary(kernels::BinaryOp::Mul, g.cuda_data<T>(), s.cuda_data<T>(),
+                            out.cuda_data<T>(), d, out.numel());
     });
     return out;
   }

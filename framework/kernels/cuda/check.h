@@ -17,10 +17,10 @@ cudaStream_t stream(const char* fn);
 
 /// Throws qat::Error "<fn>: <call> failed on cuda:<device>: <cudaGetErrorString> (file:line)"
 /// unless `call` returns cudaSuccess.
-#define QAT_CUDA_CHECK(call, fn)                                                        \
-  do {                                                                                  \
-    const cudaError_t qat_cuda_err_ = (call);                                           \
-    if (qat_cuda_err_ != cudaSuccess)                                                   \
+#define QAT_CUDA_CHECK(call, fn)                                                           \
+  do {                                                                                     \
+    const cudaError_t qat_cuda_err_ = (call);                                              \
+    if (qat_cuda_err_ != cudaSuccess)                                                      \
       ::qat::cuda::detail::throw_cuda_error(qat_cuda_err_, fn, #call, __FILE__, __LINE__); \
   } while (0)
 

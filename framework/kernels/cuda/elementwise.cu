@@ -106,32 +106,32 @@ void fill_as(void* dst, const void* value, std::int64_t n, const char* fn) {
 
 }  // namespace
 
-#define QAT_CUDA_ELEMENTWISE(T)                                                                     \
+#define QAT_CUDA_ELEMENTWISE(T)                                                                         \
   void binary(BinaryOp op, const T* a, const T* b, T* out, const BroadcastDims& dims, std::int64_t n) { \
-    if (n == 0) return;                                                                             \
-    binary_kernel<<<grid_for(n), kBlock, 0, stream("binary")>>>(op, a, b, out, dims, n);            \
-    QAT_CUDA_CHECK_LAUNCH("binary");                                                                \
-  }                                                                                                 \
-  void unary(UnaryOp op, const T* x, T* y, std::int64_t n, double s) {                              \
-    if (n == 0) return;                                                                             \
-    unary_kernel<<<grid_for(n), kBlock, 0, stream("unary")>>>(op, x, y, n, static_cast<T>(s));      \
-    QAT_CUDA_CHECK_LAUNCH("unary");                                                                 \
-  }                                                                                                 \
-  void relu_backward(const T* g, const T* x, T* d, std::int64_t n) {                                \
-    if (n == 0) return;                                                                             \
-    relu_backward_kernel<<<grid_for(n), kBlock, 0, stream("relu_backward")>>>(g, x, d, n);          \
-    QAT_CUDA_CHECK_LAUNCH("relu_backward");                                                         \
-  }                                                                                                 \
-  void add_inplace(T* dst, const T* src, std::int64_t n) {                                          \
-    if (n == 0) return;                                                                             \
-    add_inplace_kernel<<<grid_for(n), kBlock, 0, stream("add_inplace")>>>(dst, src, n);             \
-    QAT_CUDA_CHECK_LAUNCH("add_inplace");                                                           \
-  }                                                                                                 \
-  void repeat_rows(const T* row, T* out, std::int64_t rows, std::int64_t cols) {                    \
-    if (rows * cols == 0) return;                                                                   \
-    repeat_rows_kernel<<<grid_for(rows * cols), kBlock, 0, stream("repeat_rows")>>>(row, out, rows, \
-                                                                                    cols);          \
-    QAT_CUDA_CHECK_LAUNCH("repeat_rows");                                                           \
+    if (n == 0) return;                                                                                 \
+    binary_kernel<<<grid_for(n), kBlock, 0, stream("binary")>>>(op, a, b, out, dims, n);                \
+    QAT_CUDA_CHECK_LAUNCH("binary");                                                                    \
+  }                                                                                                     \
+  void unary(UnaryOp op, const T* x, T* y, std::int64_t n, double s) {                                  \
+    if (n == 0) return;                                                                                 \
+    unary_kernel<<<grid_for(n), kBlock, 0, stream("unary")>>>(op, x, y, n, static_cast<T>(s));          \
+    QAT_CUDA_CHECK_LAUNCH("unary");                                                                     \
+  }                                                                                                     \
+  void relu_backward(const T* g, const T* x, T* d, std::int64_t n) {                                    \
+    if (n == 0) return;                                                                                 \
+    relu_backward_kernel<<<grid_for(n), kBlock, 0, stream("relu_backward")>>>(g, x, d, n);              \
+    QAT_CUDA_CHECK_LAUNCH("relu_backward");                                                             \
+  }                                                                                                     \
+  void add_inplace(T* dst, const T* src, std::int64_t n) {                                              \
+    if (n == 0) return;                                                                                 \
+    add_inplace_kernel<<<grid_for(n), kBlock, 0, stream("add_inplace")>>>(dst, src, n);                 \
+    QAT_CUDA_CHECK_LAUNCH("add_inplace");                                                               \
+  }                                                                                                     \
+  void repeat_rows(const T* row, T* out, std::int64_t rows, std::int64_t cols) {                        \
+    if (rows * cols == 0) return;                                                                       \
+    repeat_rows_kernel<<<grid_for(rows* cols), kBlock, 0, stream("repeat_rows")>>>(row, out, rows,      \
+                                                                                   cols);               \
+    QAT_CUDA_CHECK_LAUNCH("repeat_rows");                                                               \
   }
 QAT_CUDA_ELEMENTWISE(float)
 QAT_CUDA_ELEMENTWISE(double)

@@ -33,9 +33,9 @@ const char* status_text(cublasStatus_t s) {
 
 void check(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(qat::detail::concat("gemm: ", call, " failed on cuda:",
-                                  std::max(::qat::cuda::detail::current_device(), 0), ": ",
-                                  status_text(s)));
+  throw Error(qat::detail::concat("gemm: ", call,
+                                  " failed on cuda:", std::max(::qat::cuda::detail::current_device(), 0),
+                                  ": ", status_text(s)));
 }
 
 cublasHandle_t handle() {

@@ -47,9 +47,9 @@ struct ReduceDims {
   std::int64_t red_size[kMaxDims] = {}, red_stride[kMaxDims] = {};
   std::int64_t n_out = 1, n_red = 1;
 };
-/// out[j] = sum of its inputs, times `scale` in double when not 1 (as the CPU's mean). One block per output; a thread sums a fixed strided
-/// subset in order and the block combines the partial sums in a fixed tree: deterministic (no
-/// atomics), though not the CPU's order.
+/// out[j] = sum of its inputs, times `scale` in double when not 1 (as the CPU's mean). One block per
+/// output; a thread sums a fixed strided subset in order and the block combines the partial sums in a
+/// fixed tree: deterministic (no atomics), though not the CPU's order.
 void sum(const float* in, float* out, const ReduceDims& dims, double scale);
 void sum(const double* in, double* out, const ReduceDims& dims, double scale);
 

@@ -11,16 +11,29 @@ namespace {
 }
 }  // namespace
 
-#define QAT_CUDA_NONE(T)                                                                          \
-  void binary(BinaryOp, const T*, const T*, T*, const BroadcastDims&, std::int64_t) { none("binary"); } \
-  void unary(UnaryOp, const T*, T*, std::int64_t, double) { none("unary"); }                      \
-  void relu_backward(const T*, const T*, T*, std::int64_t) { none("relu_backward"); }             \
-  void add_inplace(T*, const T*, std::int64_t) { none("add_inplace"); }                           \
-  void repeat_rows(const T*, T*, std::int64_t, std::int64_t) { none("repeat_rows"); }             \
-  void sum(const T*, T*, const ReduceDims&, double) { none("sum"); }                              \
-  void gemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, T, const T*, std::int64_t,       \
-            const T*, std::int64_t, T, T*, std::int64_t) {                                        \
-    none("gemm");                                                                                 \
+// (an empty range launches nothing there either, so it needs no device here)
+#define QAT_CUDA_NONE(T)                                                                         \
+  void binary(BinaryOp, const T*, const T*, T*, const BroadcastDims&, std::int64_t n) {           \
+    if (n != 0) none("binary");                                                                  \
+  }                                                                                              \
+  void unary(UnaryOp, const T*, T*, std::int64_t n, double) {                                    \
+    if (n != 0) none("unary");                                                                   \
+  }                                                                                              \
+  void relu_backward(const T*, const T*, T*, std::int64_t n) {                                   \
+    if (n != 0) none("relu_backward");                                                           \
+  }                                                                                              \
+  void add_inplace(T*, const T*, std::int64_t n) {                                               \
+    if (n != 0) none("add_inplace");                                                             \
+  }                                                                                              \
+  void repeat_rows(const T*, T*, std::int64_t rows, std::int64_t cols) {                         \
+    if (rows * cols != 0) none("repeat_rows");                                                   \
+  }                                                                                              \
+  void sum(const T*, T*, const ReduceDims& d, double) {                                          \
+    if (d.n_out != 0) none("sum");                                                               \
+  }                                                                                              \
+  void gemm(bool, bool, std::int64_t m, std::int64_t n, std::int64_t, T, const T*, std::int64_t, \
+            const T*, std::int64_t, T, T*, std::int64_t) {                                       \
+    if (m != 0 && n != 0) none("gemm");                                                          \
   }
 QAT_CUDA_NONE(float)
 QAT_CUDA_NONE(double)

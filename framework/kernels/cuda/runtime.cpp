@@ -3,12 +3,13 @@
 // size class, freed ones kept for reuse, so a training step in steady state calls cudaMalloc
 // zero times. All work is ordered on one stream, so a buffer released while kernels that use it
 // are still queued can be handed out again at once: its next user is queued behind them.
+#include "framework/kernels/cuda/runtime.h"
+
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "framework/kernels/cuda/check.h"
-#include "framework/kernels/cuda/runtime.h"
 #include "framework/tensor/cuda.h"
 
 namespace qat::cuda {
@@ -110,10 +111,10 @@ void* allocate(std::size_t nbytes, std::size_t* capacity, const char* fn) {
   if (err != cudaSuccess) {
     const AllocatorStats st = cuda::allocator_stats();
     cudaGetLastError();
-    throw Error(qat::detail::concat(fn, ": cudaMalloc of ", cls, " bytes failed on cuda:",
-                                    std::max(current_device(), 0), ": ", cudaGetErrorString(err), " (",
-                                    cudaGetErrorName(err), "; ", st.bytes_reserved,
-                                    " bytes reserved by qat, ", st.bytes_cached, " of them cached)"));
+    throw Error(qat::detail::concat(
+        fn, ": cudaMalloc of ", cls, " bytes failed on cuda:", std::max(current_device(), 0), ": ",
+        cudaGetErrorString(err), " (", cudaGetErrorName(err), "; ", st.bytes_reserved,
+        " bytes reserved by qat, ", st.bytes_cached, " of them cached)"));
   }
   std::lock_guard<std::mutex> lock(s.mu);
   ++s.stats.fresh_allocations;
@@ -133,10 +134,10 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, std:
           const char* fn) {
   if (nbytes == 0) return;
   cudaStream_t st = stream(fn);
-  const cudaMemcpyKind kind = src_device == Device::CPU
-                                  ? (dst_device == Device::CPU ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
-                                  : (dst_device == Device::CPU ? cudaMemcpyDeviceToHost
-                                                               : cudaMemcpyDeviceToDevice);
+  const cudaMemcpyKind kind =
+      src_device == Device::CPU
+          ? (dst_device == Device::CPU ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+          : (dst_device == Device::CPU ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
   QAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, st), fn);
   // a host buffer on either side (pageable memory) must be done with before we return
   if (kind != cudaMemcpyDeviceToDevice) QAT_CUDA_CHECK(cudaStreamSynchronize(st), fn);

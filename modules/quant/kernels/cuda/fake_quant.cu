@@ -15,16 +15,17 @@
 namespace qat::quant::kernels::cuda {
 namespace {
 
+using ::qat::cuda::detail::stream;
 using qat::kernels::cuda::global_index;
 using qat::kernels::cuda::global_stride;
 using qat::kernels::cuda::grid_for;
 using qat::kernels::cuda::kBlock;
-using ::qat::cuda::detail::stream;
 namespace cg = cooperative_groups;
 
 // q = rint(x inv) + z; mask = [lo <= q <= hi]; y = (clamp(q) - z) s, the clamp as selects so NaN
 // (failing q > lo) maps to lo, as the CPU kernel
-__device__ inline float fq_one(float x, float inv, float s, float z, float lo, float hi, std::uint8_t* m) {
+__device__ inline float fq_one(float x, float inv, float s, float z, float lo, float hi,
+                               std::uint8_t* m) {
   const float q = rintf(x * inv) + z;
   *m = static_cast<std::uint8_t>((q >= lo) & (q <= hi));
   float c = q > lo ? q : lo;
@@ -32,8 +33,8 @@ __device__ inline float fq_one(float x, float inv, float s, float z, float lo, f
   return (c - z) * s;
 }
 
-__global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n, FqParams p,
-                                  float lo, float hi) {
+__global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
+                                  FqParams p, float lo, float hi) {
   for (std::int64_t i = global_index(); i < n; i += global_stride()) {
     float s = p.scale0;
     std::int32_t zp = p.zp0;
@@ -47,7 +48,8 @@ __global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, 
   }
 }
 
-__global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
+__global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, float* dx,
+                                   std::int64_t n) {
   for (std::int64_t i = global_index(); i < n; i += global_stride()) dx[i] = mask[i] ? dy[i] : 0.0f;
 }
 
@@ -60,7 +62,8 @@ __device__ inline float max_z(float v, float hi) {
 }
 
 // calculate_qparams (qparams.cpp) for one range, the same float32 steps
-__device__ void qparams_one(float mn, float mx, const FusedObserverArgs& a, float* scale, std::int32_t* zp) {
+__device__ void qparams_one(float mn, float mx, const FusedObserverArgs& a, float* scale,
+                            std::int32_t* zp) {
   if (mn == INFINITY && mx == -INFINITY) {
     *scale = 1.0f;
     *zp = 0;
@@ -180,9 +183,9 @@ void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mas
                                      const FusedObserverArgs& args) {
   constexpr const char* fn = "fused_moving_avg_obs_fake_quant";
   if (n == 0) return;
-  const unsigned blocks =
-      std::min<unsigned>(cooperative_blocks(fn), static_cast<unsigned>(std::min<std::int64_t>(
-                                                     (n + kBlock - 1) / kBlock, 1 << 20)));
+  const unsigned blocks = std::min<unsigned>(
+      cooperative_blocks(fn),
+      static_cast<unsigned>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, 1 << 20)));
   // per-block partials from the device pool (stream-ordered: released at once, reused safely)
   std::size_t cap = 0;
   void* part = ::qat::cuda::detail::allocate(blocks * 3 * sizeof(float), &cap, fn);
@@ -191,8 +194,8 @@ void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mas
   int* part_bad = reinterpret_cast<int*>(part_max + blocks);
   FusedObserverArgs a = args;
   void* params[] = {&x, &y, &mask, &n, &a, &part_min, &part_max, &part_bad};
-  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_kernel), blocks,
-                                                      kBlock, params, 0, stream(fn));
+  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_kernel),
+                                                      blocks, kBlock, params, 0, stream(fn));
   ::qat::cuda::detail::release(part, cap);
   QAT_CUDA_CHECK(err, fn);
 }
