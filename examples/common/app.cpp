@@ -30,6 +30,7 @@
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/cpu.h"
+#include "framework/tensor/cuda.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/checkpoint_meta.h"
@@ -95,6 +96,7 @@ struct Options {
   std::uint64_t seed = 0;
   std::string save, load, resume, export_onnx;
   bool eval_only = false, json = false, onnx_int8 = false, distributed = false;
+  std::string device = "cpu";  // --device cpu|cuda
   bool mode_given = false;  // --mode on the command line (QAT from an fp32 --load)
   DistillOptions distill;
   MixedPrecisionOptions mixed;
@@ -284,6 +286,32 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
 
 // ---- the program ----------------------------------------------------------------------------
 
+// --device cuda: a GPU, then one training step of `model` (a copy of its state moved to the
+// device) on zeros, so that the first op without a CUDA kernel is named before any training.
+// The loop itself (batches on the device) is not wired yet: it trains on the CPU only.
+void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::int64_t batch) {
+  QAT_REQUIRE(cuda::is_available(), "--device cuda",
+              "no usable CUDA device: ", cuda::unavailable_reason());
+  const io::Checkpoint saved = io::capture(model);  // restored below: the probe changes nothing
+  try {
+    model.to(Device::CUDA);
+    Shape s = example_input(factory).shape();
+    s[0] = std::min<std::int64_t>(batch, 2);
+    const Tensor x = Tensor::zeros(s, DType::Float32, Device::CUDA);
+    const Tensor labels = Tensor::zeros(Shape{s[0]}, DType::Int64, Device::CUDA);
+    cross_entropy(model.forward(x), labels).backward();
+  } catch (const Error& e) {
+    model.to(Device::CPU);
+    io::load_into(model, saved);
+    throw Error(detail::concat("--device cuda: training needs an op without a CUDA kernel: ", e.what()));
+  }
+  model.to(Device::CPU);
+  io::load_into(model, saved);
+  throw Error(
+      "--device cuda: every op of this model has a CUDA kernel, but the training loop does not "
+      "move batches to the device yet");
+}
+
 int run_program(Options o, const ModelFactory& factory) {
   set_num_threads(o.threads);
   manual_seed(o.seed);
@@ -356,6 +384,7 @@ int run_program(Options o, const ModelFactory& factory) {
 
   quant::PrepareReport prepared;
   nn::ModulePtr model = build_model(o, factory, &prepared, qat_from_fp32 ? &*from : nullptr);
+  if (o.device == "cuda") require_cuda_training(*model, factory, o.batch);
   if (int8_file)
     quant::convert(*model, example_input(factory),
                    {.require_calibrated = false});  // the file brings the qparams
@@ -364,8 +393,9 @@ int run_program(Options o, const ModelFactory& factory) {
 
   std::ostringstream js;
   js.precision(6);
-  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"mode\": \"" << o.mode
-     << "\", \"qconfig\": \"" << (o.mode == "qat" ? o.qconfig : "none") << "\"";
+  js << "{\"model\": \"" << factory.model << "\", \"arch\": \"" << o.arch << "\", \"device\": \""
+     << o.device << "\", \"mode\": \"" << o.mode << "\", \"qconfig\": \""
+     << (o.mode == "qat" ? o.qconfig : "none") << "\"";
   if (o.eval_only) {
     QAT_REQUIRE(from.has_value(), "--eval-only", "needs --load PATH");
     const Eval e = evaluate(*model, test, factory.flatten_input);
@@ -656,6 +686,9 @@ int run(int argc, char** argv, const ModelFactory& factory) {
   app.add_option("--resume", o.resume, "continue training from a checkpoint written by --save")
       ->excludes(load);
   app.add_flag("--json", o.json, "print a JSON summary as the last line of stdout");
+  app.add_option("--device", o.device, "cpu or cuda (cuda needs a GPU and a CUDA kernel for every op)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.add_flag("--distributed", o.distributed,
                "data-parallel training, one replica per process: start N processes with RANK, "
                "WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (scripts/launch.sh N ...) or under mpirun; "

@@ -124,8 +124,9 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                 "grad_output can be omitted only for a "
                 "one-element tensor, got shape ",
                 root.shape());
-    seed = Tensor::ones(root.shape(), root.dtype());
+    seed = Tensor::ones(root.shape(), root.dtype(), root.device());
   }
+  common_device("Tensor::backward", {{"self", &root}, {"grad_output", &seed}});
   QAT_REQUIRE(seed.shape() == root.shape() && seed.dtype() == root.dtype(), "Tensor::backward",
               "grad_output ", dtype_name(seed.dtype()), seed.shape(), " does not match tensor ",
               dtype_name(root.dtype()), root.shape());

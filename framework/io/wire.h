@@ -262,7 +262,11 @@ void shape_field(Ar& ar, Shape& shape, const Ctx& ctx) {
 
 /// Tensor data: raw bytes in binary; whitespace-separated values, 16 per line, in XML.
 template <class Ar>
-void data_field(Ar& ar, const std::string& name, Tensor& t, const Ctx& ctx) {
+void data_field(Ar& ar, const std::string& name, Tensor& t_in, const Ctx& ctx) {
+  // checkpoints are device-independent: a device tensor is saved from a host copy; loading
+  // fills host tensors, which load_into copies to each parameter's device
+  Tensor host = kLoading<Ar> ? t_in : t_in.to(Device::CPU);
+  Tensor& t = kLoading<Ar> ? t_in : host;
   if constexpr (!kXml<Ar>) {
     if (t.nbytes() == 0) return;
     if constexpr (kLoading<Ar>)

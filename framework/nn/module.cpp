@@ -144,6 +144,21 @@ NamedTensors Module::named_state() const {
   return out;
 }
 
+Module& Module::to(Device device) {
+  // swap the storage inside each TensorImpl, so every handle on it sees the move
+  auto move = [device](TensorImpl& t) {
+    if (t.storage->device() == device) return;
+    const Tensor moved = Tensor(std::make_shared<TensorImpl>(t)).to(device);
+    t.storage = moved.impl().storage;
+    t.offset = 0;
+  };
+  for (auto& [name, t] : named_state()) {
+    move(t.impl());
+    if (t.impl().grad) move(*t.impl().grad);
+  }
+  return *this;
+}
+
 ModuleRefs Module::named_modules() {
   ModuleRefs out;
   walk(*this, [&](const std::string& prefix, const Module& m) {

@@ -88,6 +88,10 @@ class Module {
   NamedTensors named_buffers(bool recurse = true) const;
   /// Parameters then buffers, the whole persistent state.
   NamedTensors named_state() const;
+  /// Moves every parameter, buffer (quantizer state included) and gradient of this module and
+  /// its descendants to `device`, in place: handles held elsewhere (an optimizer's) follow.
+  /// Returns *this.
+  Module& to(Device device);
   /// This module (name "") and every descendant, depth first, in registration order.
   ModuleRefs named_modules();
   const NamedModules& named_children() const { return children_; }

@@ -86,8 +86,8 @@ struct dtype_of<std::int64_t> {
 template <class T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
-/// Where a tensor's bytes live. Only CPU has kernels today; CUDA storage plugs in behind the
-/// same Storage interface.
+/// Where a tensor's bytes live. CPU is the reference; CUDA (device 0, one stream) has kernels for
+/// the ops listed in README's CUDA section, and the others throw naming the op.
 enum class Device : std::uint8_t { CPU, CUDA };
 
 constexpr std::string_view device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/kernels/cuda/runtime.h"
 #include "framework/tensor/error.h"
 
 namespace qat {
@@ -88,11 +89,17 @@ AllocatorStats CachingAllocator::stats() const {
 }
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  QAT_REQUIRE(device == Device::CPU, "Storage", "device ", device_name(device),
-              " is not available in this build (CPU only)");
-  data_ = CachingAllocator::cpu().allocate(nbytes, &capacity_);
+  if (device == Device::CPU)
+    data_ = CachingAllocator::cpu().allocate(nbytes, &capacity_);
+  else
+    data_ = cuda::detail::allocate(nbytes, &capacity_, "Storage(cuda)");
 }
 
-Storage::~Storage() { CachingAllocator::cpu().release(data_, capacity_); }
+Storage::~Storage() {
+  if (device_ == Device::CPU)
+    CachingAllocator::cpu().release(data_, capacity_);
+  else
+    cuda::detail::release(data_, capacity_);
+}
 
 }  // namespace qat

@@ -37,7 +37,9 @@ class CachingAllocator {
   Impl& impl() const;
 };
 
-/// Bytes plus where they live; buffers come from the device's caching pool and return to it.
+/// Bytes plus where they live; buffers come from the device's caching pool and return to it
+/// (CPU: CachingAllocator::cpu(); CUDA: the device pool of tensor/cuda.h). An empty CUDA storage
+/// holds no memory and needs no device.
 class Storage {
  public:
   Storage(std::size_t nbytes, Device device);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "framework/autograd/engine.h"
+#include "framework/kernels/cuda/runtime.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/random.h"
 
@@ -21,21 +22,48 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());
+namespace {
+
+// The first element's address on whichever device holds it.
+void* first_byte(const TensorImpl& s) {
+  return static_cast<char*>(s.storage->data()) + s.offset * element_size(s.dtype);
+}
+
+[[noreturn]] void throw_wrong_device(const TensorImpl& s, const char* fn, Device want) {
+  throw Error(
+      detail::concat(fn, ": ", dtype_name(s.dtype), " tensor of shape ", s.shape, " is on ",
+                     device_name(s.storage->device()), ", this code needs it on ", device_name(want),
+                     want == Device::CPU ? " (an op without a CUDA kernel: not implemented on CUDA yet; "
+                                           "move the tensor with to(Device::CPU))"
+                                         : ""));
+}
+
+}  // namespace
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device == Device::CPU) {
+    std::memset(t.raw_data(), 0, t.nbytes());
+  } else {
+    const std::uint64_t zero = 0;
+    cuda::detail::fill(first_byte(t.impl()), &zero, element_size(dtype), t.numel(), "Tensor::zeros");
+  }
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.fill_(value);
   return t;
 }
 
-Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype, Device device) {
+  return full(Shape{}, value, dtype, device);
+}
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
@@ -69,16 +97,28 @@ T* Tensor::data() const {
   const TensorImpl& s = impl();
   QAT_REQUIRE(s.dtype == dtype_of_v<T>, "Tensor::data", "requested ", dtype_name(dtype_of_v<T>),
               " from a ", dtype_name(s.dtype), " tensor of shape ", s.shape);
+  if (s.storage->device() != Device::CPU) throw_wrong_device(s, "Tensor::data", Device::CPU);
   return static_cast<T*>(s.storage->data()) + s.offset;
 }
 
 void* Tensor::raw_data() const {
   const TensorImpl& s = impl();
-  return static_cast<char*>(s.storage->data()) + s.offset * element_size(s.dtype);
+  if (s.storage->device() != Device::CPU) throw_wrong_device(s, "Tensor::raw_data", Device::CPU);
+  return first_byte(s);
+}
+
+template <class T>
+T* Tensor::cuda_data() const {
+  const TensorImpl& s = impl();
+  QAT_REQUIRE(s.dtype == dtype_of_v<T>, "Tensor::cuda_data", "requested ", dtype_name(dtype_of_v<T>),
+              " from a ", dtype_name(s.dtype), " tensor of shape ", s.shape);
+  if (s.storage->device() != Device::CUDA) throw_wrong_device(s, "Tensor::cuda_data", Device::CUDA);
+  return static_cast<T*>(s.storage->data()) + s.offset;
 }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (device() != Device::CPU) return to(Device::CPU).to_vector<T>();
   const T* p = data<T>();
   return std::vector<T>(p, p + numel());
 }
@@ -86,12 +126,22 @@ std::vector<T> Tensor::to_vector() const {
 double Tensor::item() const {
   QAT_REQUIRE(numel() == 1, "Tensor::item", "tensor of shape ", shape(), " has ", numel(),
               " elements, expected 1");
+  if (device() != Device::CPU) return to(Device::CPU).item();
   return detail::dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape(), dtype());
-  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  Tensor t = empty(shape(), dtype(), device());
+  t.copy_(*this);
+  t.impl().quant = impl().quant;
+  return t;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  if (target == Device::CUDA && numel() > 0) cuda::detail::require_device("Tensor::to(cuda)");
+  Tensor t = empty(shape(), dtype(), target);
+  t.copy_(*this);
   t.impl().quant = impl().quant;
   return t;
 }
@@ -131,6 +181,7 @@ To convert_value(From v) {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return clone();
+  require_cpu("Tensor::to(DType)", {{"self", this}});
   Tensor t = empty(shape(), target);
   const std::int64_t n = numel();
   detail::dispatch_any(dtype(), [&]<class From>() {
@@ -172,6 +223,13 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
 }
 
 const Tensor& Tensor::fill_(double value) const {
+  if (device() != Device::CPU) {
+    detail::dispatch_any(dtype(), [&]<class T>() {
+      const T v = static_cast<T>(value);
+      cuda::detail::fill(first_byte(impl()), &v, sizeof(T), numel(), "Tensor::fill_");
+    });
+    return *this;
+  }
   detail::dispatch_any(dtype(), [&]<class T>() {
     T* p = data<T>();
     const T v = static_cast<T>(value);
@@ -184,7 +242,12 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   QAT_REQUIRE(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_", "source ",
               dtype_name(src.dtype()), src.shape(), " does not match destination ", dtype_name(dtype()),
               shape());
-  if (!is_same(src)) std::memmove(raw_data(), src.raw_data(), nbytes());
+  if (is_same(src)) return *this;
+  if (device() == Device::CPU && src.device() == Device::CPU)
+    std::memmove(raw_data(), src.raw_data(), nbytes());
+  else
+    cuda::detail::copy(first_byte(impl()), device(), first_byte(src.impl()), src.device(), nbytes(),
+                       "Tensor::copy_");
   return *this;
 }
 
@@ -230,6 +293,12 @@ std::ostream& operator<<(std::ostream& os, Device d) { return os << device_name(
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
+  if (t.device() != Device::CPU) {  // printing asks for the values: one copy to the host
+    std::ostringstream host;
+    host << t.to(Device::CPU);
+    std::string text = host.str();
+    return os << text.substr(0, text.size() - 1) << ", device " << device_name(t.device()) << ")";
+  }
   os << "Tensor(" << dtype_name(t.dtype()) << t.shape() << ", [";
   const std::int64_t n = t.numel(), shown = std::min<std::int64_t>(n, 8);
   detail::dispatch_any(t.dtype(), [&]<class T>() {
@@ -268,9 +337,34 @@ void require_rank(const Tensor& t, int rank, const char* fn, const char* arg) {
               t.shape());
 }
 
+Device common_device(const char* fn, std::initializer_list<std::pair<const char*, const Tensor*>> args) {
+  const std::pair<const char*, const Tensor*>* first = nullptr;
+  for (const auto& a : args) {
+    if (!a.second->defined()) continue;
+    if (first == nullptr) {
+      first = &a;
+    } else if (a.second->device() != first->second->device()) {
+      throw Error(detail::concat(fn, ": tensors on different devices: '", first->first, "' ",
+                                 first->second->shape(), " is on ", device_name(first->second->device()),
+                                 ", '", a.first, "' ", a.second->shape(), " is on ",
+                                 device_name(a.second->device())));
+    }
+  }
+  return first == nullptr ? Device::CPU : first->second->device();
+}
+
+void require_cpu(const char* fn, std::initializer_list<std::pair<const char*, const Tensor*>> args) {
+  for (const auto& a : args)
+    if (a.second->defined() && a.second->device() != Device::CPU)
+      throw Error(detail::concat(fn, ": not implemented on CUDA yet (argument '", a.first, "' ",
+                                 dtype_name(a.second->dtype()), a.second->shape(), " is on ",
+                                 device_name(a.second->device()), "; move it with to(Device::CPU))"));
+}
+
 #define QAT_INSTANTIATE(T)                                                     \
   template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&); \
   template T* Tensor::data<T>() const;                                         \
+  template T* Tensor::cuda_data<T>() const;                                    \
   template std::vector<T> Tensor::to_vector<T>() const;
 QAT_INSTANTIATE(float)
 QAT_INSTANTIATE(double)

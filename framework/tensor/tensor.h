@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -45,11 +46,12 @@ class Tensor {
 
   // ---- creation ------------------------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::Float32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
+  static Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::CPU);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
+                     Device device = Device::CPU);
   /// A rank-0 tensor holding `value`.
-  static Tensor scalar(double value, DType dtype = DType::Float32);
+  static Tensor scalar(double value, DType dtype = DType::Float32, Device device = Device::CPU);
   /// Copies `values` into a new tensor of `shape` (numel must match) with T's dtype.
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
@@ -76,19 +78,29 @@ class Tensor {
   Device device() const { return impl().storage->device(); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
 
-  /// Typed pointer to the first element; throws if T does not match dtype().
+  /// Typed host pointer to the first element; throws if T does not match dtype() or the tensor
+  /// is on a device (a CPU kernel never reads device memory: move it with to(Device::CPU)).
   template <class T>
   T* data() const;
   void* raw_data() const;
+  /// Typed device pointer to the first element of a CUDA tensor (for CUDA kernels); throws if
+  /// T does not match dtype() or the tensor is not on CUDA.
+  template <class T>
+  T* cuda_data() const;
+  /// The elements, copied to the host from any device.
   template <class T>
   std::vector<T> to_vector() const;
-  /// The value of a one-element tensor, converted to double.
+  /// The value of a one-element tensor, converted to double (from a device: one copy to host).
   double item() const;
 
   /// Deep copy of the data (no autograd history).
   Tensor clone() const;
   /// Converted copy (no autograd history); float -> int rounds half to even and saturates.
+  /// CPU tensors only.
   Tensor to(DType dtype) const;
+  /// The data on `device`: this tensor itself when already there, else a copy (no autograd
+  /// history; quantization info kept). Host <-> device copies wait for the copy to finish.
+  Tensor to(Device device) const;
   /// Same data, new shape with the same numel (no autograd history; see qat::reshape for the op).
   Tensor view_as_shape(const Shape& shape) const;
   /// Rows [begin, end) along dimension 0, sharing storage (no autograd history).
@@ -97,6 +109,7 @@ class Tensor {
   /// In-place writes to the shared data (const like every handle operation, as LibTorch's);
   /// they bypass autograd and are meant for initialisation, optimizers and checkpoints.
   const Tensor& fill_(double value) const;
+  /// Copies src (same shape and dtype, any device) into this tensor's storage.
   const Tensor& copy_(const Tensor& src) const;
 
   // ---- autograd ------------------------------------------------------------------------
@@ -140,5 +153,11 @@ void require_dtype(const Tensor& t, DType dtype, const char* fn, const char* arg
 void require_float(const Tensor& t, const char* fn, const char* arg);
 /// Throws naming `fn` and `arg` unless `t` has rank `rank`.
 void require_rank(const Tensor& t, int rank, const char* fn, const char* arg);
+/// The device shared by the defined tensors among `args` (CPU when none is defined); throws
+/// naming `fn` and both tensors' devices when they differ.
+Device common_device(const char* fn, std::initializer_list<std::pair<const char*, const Tensor*>> args);
+/// Throws "<fn>: not implemented on CUDA yet (argument '<arg>' is on cuda)" for an op that has
+/// no CUDA kernel, when a defined tensor among `args` is not on the CPU.
+void require_cpu(const char* fn, std::initializer_list<std::pair<const char*, const Tensor*>> args);
 
 }  // namespace qat

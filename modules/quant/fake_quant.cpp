@@ -11,6 +11,7 @@
 #include "modules/quant/detail/fq_kernels.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/kernels/cpu/kernels.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -91,6 +92,38 @@ void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
 
 namespace {
 
+// CUDA: float32, per tensor (host qparams) or per channel (device qparams, not validated here:
+// reading them would cost a host sync per call); the mask for the STE stays on the device.
+Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams& params,
+                          std::int64_t qmin, std::int64_t qmax, const char* name) {
+  QAT_REQUIRE(x.dtype() == DType::Float32, name, "not implemented on CUDA yet for ",
+              dtype_name(x.dtype()), " (float32 only), x of shape ", x.shape());
+  QAT_REQUIRE(qmin < qmax, name, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
+  Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
+  quant::kernels::cuda::fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
+                                   mask.cuda_data<std::uint8_t>(), x.numel(), params, qmin, qmax);
+  autograd::record(out, name, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
+    common_device("fake_quantize_backward", {{"grad", &g}, {"mask", &mask}});
+    gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+    quant::kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
+                                      gi[0].cuda_data<float>(), g.numel());
+  });
+  return out;
+}
+
+// Per-tensor / per-channel qparams as device arrays for the CUDA kernel.
+quant::kernels::cuda::FqParams device_params(const Tensor& scale, const Tensor& zero_point,
+                                             const Layout& layout, const char* fn) {
+  QAT_REQUIRE(!layout.blocked, fn, "per-block fake quantization is not implemented on CUDA yet");
+  quant::kernels::cuda::FqParams p;
+  p.scale = scale.cuda_data<float>();
+  p.zero_point = zero_point.cuda_data<std::int32_t>();
+  p.len = layout.len;
+  p.inner = layout.inner;
+  return p;
+}
+
 Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_t* zero_point,
                           const Layout& layout, std::int64_t qmin, std::int64_t qmax, const char* name) {
   require_float(x, name, "x");
@@ -137,6 +170,15 @@ Tensor fake_quantize_per_tensor_affine(const Tensor& x, float scale, std::int64_
   QAT_REQUIRE(quant_min <= zero_point && zero_point <= quant_max, fn, "zero_point ", zero_point,
               " at index 0 is outside [", quant_min, ", ", quant_max, "]");
   const auto zp = static_cast<std::int32_t>(zero_point);
+  if (x.device() == Device::CUDA) {
+    QAT_REQUIRE(scale > 0 && std::isfinite(scale), fn, "scale must be positive and finite, got ", scale,
+                " at index 0");
+    quant::kernels::cuda::FqParams p;
+    p.scale0 = scale;
+    p.zp0 = zp;
+    p.inner = x.numel();
+    return fake_quantize_cuda(x, p, quant_min, quant_max, fn);
+  }
   return fake_quantize_impl(x, &scale, &zp, Layout::per_tensor(x.shape()), quant_min, quant_max, fn);
 }
 
@@ -146,6 +188,8 @@ Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, co
   require_float(x, fn, "x");
   const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_params(scale, zero_point, layout.num_params, fn);
+  if (common_device(fn, {{"x", &x}, {"scale", &scale}, {"zero_point", &zero_point}}) == Device::CUDA)
+    return fake_quantize_cuda(x, device_params(scale, zero_point, layout, fn), quant_min, quant_max, fn);
   return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout, quant_min,
                             quant_max, fn);
 }
@@ -159,6 +203,10 @@ Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& s
               "use fake_quantize_fp8");
   const Layout layout = Layout::of(spec, x.shape());
   require_params(qparams.scale, qparams.zero_point, layout.num_params, fn);
+  if (common_device(fn, {{"x", &x}, {"scale", &qparams.scale}, {"zero_point", &qparams.zero_point}}) ==
+      Device::CUDA)
+    return fake_quantize_cuda(x, device_params(qparams.scale, qparams.zero_point, layout, fn),
+                              spec.quant_min(), spec.quant_max(), fn);
   return fake_quantize_impl(x, qparams.scale.data<float>(), qparams.zero_point.data<std::int32_t>(),
                             layout, spec.quant_min(), spec.quant_max(), fn);
 }

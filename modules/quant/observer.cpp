@@ -52,6 +52,7 @@ void Observer::reset() {
 
 Tensor Observer::forward(const Tensor& x) {
   require_float(x, who().c_str(), "x");
+  require_cpu(who().c_str(), {{"x", &x}});
   if (x.numel() == 0) return x;
   spec_.validate_for(x.shape(), who().c_str());
   const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);

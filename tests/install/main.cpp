@@ -2,6 +2,7 @@
 
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
+#include "framework/tensor/cuda.h"
 #include "modules/quant/quant.h"
 #ifdef CONSUMER_ONNX
 #include "modules/onnx/export.h"
@@ -14,6 +15,10 @@ int main() {
   std::cout << quant::prepare_qat(*m, reg).table();
   Tensor y = m->forward(Tensor::ones(Shape{3, 4}));
   std::cout << y << "\n";
+  std::cout << "cuda built " << cuda::is_built() << ", devices " << cuda::device_count() << "\n";
+#ifdef CONSUMER_HAS_CUDA  // the package's qat_HAS_CUDA agrees with the library
+  if (cuda::is_built() != static_cast<bool>(CONSUMER_HAS_CUDA)) return 1;
+#endif
 #ifdef CONSUMER_ONNX
   m->train();
   m->forward(Tensor::ones(Shape{3, 4}));  // the observers see data

@@ -10,6 +10,11 @@ cmake -S "$src" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUI
 cmake --build "$tmp/consumer" >/dev/null
 "$tmp/consumer/consumer" > "$tmp/out.txt"
 grep -q "QuantLinear" "$tmp/out.txt"
+if grep -q "kernels/cuda/runtime.cpp" "$build/framework/CMakeFiles/qat_framework.dir/build.make" 2>/dev/null; then
+  grep -q "^cuda built 1" "$tmp/out.txt"  # qat_HAS_CUDA and the CUDA runtime reached the consumer
+else
+  grep -q "^cuda built 0" "$tmp/out.txt"
+fi
 if grep -q "qat: ONNX export on" "$build/CMakeCache.txt" 2>/dev/null || [ -e "$build/modules/libqat_onnx.a" ]; then
   grep -q "^onnx [0-9]* bytes" "$tmp/out.txt"  # qat::onnx linked and ran downstream
 fi

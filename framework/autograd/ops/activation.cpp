@@ -18,16 +18,23 @@ constexpr i64 kParallelMin = 1 << 16;  // elements below which threads cost more
 // relu(x) = max(x, 0);  dx = g * [x > 0]
 Tensor relu(const Tensor& x) {
   require_float(x, "relu", "x");
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   detail::dispatch_float(x.dtype(), "relu", [&]<class T>() {
+    if (x.device() == Device::CUDA)
+      return kernels::cuda::unary(kernels::cuda::UnaryOp::Relu, x.cuda_data<T>(), out.cuda_data<T>(),
+                                  x.numel(), 0.0);
     const T* px = x.data<T>();
     T* po = out.data<T>();
     parallel_for(x.numel(), kParallelMin, [&](i64 b, i64 e) { kernels::relu(px + b, po + b, e - b); });
   });
   autograd::record(out, "relu", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
     QAT_CHECK(g.shape() == in[0].shape() && g.dtype() == in[0].dtype(), "relu_backward");
-    gi[0] = Tensor::empty(g.shape(), g.dtype());
+    const Device device = common_device("relu_backward", {{"grad", &g}, {"x", &in[0]}});
+    gi[0] = Tensor::empty(g.shape(), g.dtype(), device);
     detail::dispatch_float(g.dtype(), "relu_backward", [&]<class T>() {
+      if (device == Device::CUDA)
+        return kernels::cuda::relu_backward(g.cuda_data<T>(), in[0].cuda_data<T>(), gi[0].cuda_data<T>(),
+                                            g.numel());
       const T* pg = g.data<T>();
       const T* px = in[0].data<T>();
       T* pd = gi[0].data<T>();

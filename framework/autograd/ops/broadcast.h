@@ -5,6 +5,7 @@
 // innermost loop is long and has unit or zero strides.
 #include <array>
 
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/tensor.h"
 
 namespace qat::detail {
@@ -16,6 +17,10 @@ struct BroadcastPlan {
   /// Plan for out = f(a, b) (b may be an empty shape with `binary` false for a reduction).
   static BroadcastPlan make(const Shape& out, const Shape& a, const Shape& b, bool binary);
 };
+
+/// The sum of `in` down to `out` (out's dimensions aligned to in's trailing ones, each equal or
+/// 1), for the CUDA sum kernel.
+kernels::cuda::ReduceDims reduce_dims(const Shape& in, const Shape& out);
 
 /// Sums `grad` over the dimensions that broadcasting expanded so that the result has `shape`
 /// (the inverse of broadcasting `shape` to grad.shape()). Returns grad itself if equal.

@@ -194,6 +194,7 @@ void col2im(const T* col, T* xp, const ConvGeom& g) {
 // splits its rows, each row block summed over all images in order by one thread. No sum changes
 // order with the thread count, so the results are bit-identical for any number of threads.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  require_cpu("conv2d", {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   const ConvGeom g = conv_geom(x, weight, bias, p);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
   const bool channels = g.channels_as_columns();

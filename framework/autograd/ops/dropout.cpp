@@ -26,6 +26,7 @@ Tensor masked(const Tensor& a, const Tensor& m, const char* fn) {
 // y = x * m,  m = [u >= p] / (1 - p) with u ~ U[0, 1) drawn from gen per element (m = 0 when
 // p = 1);  dx = g * m
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  require_cpu("dropout", {{"x", &x}});
   require_float(x, "dropout", "x");
   QAT_REQUIRE(p >= 0 && p <= 1, "dropout", "p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;

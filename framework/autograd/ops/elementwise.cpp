@@ -12,6 +12,7 @@
 #include "framework/autograd/ops/broadcast.h"
 #include "framework/autograd/ops/pointwise.h"
 #include "framework/kernels/cpu/reduce.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
 
@@ -28,11 +29,29 @@ void require_same_dtype(const Tensor& a, const Tensor& b, const char* fn) {
               dtype_name(b.dtype()));
 }
 
+// The CUDA form of a broadcast plan.
+kernels::cuda::BroadcastDims cuda_dims(const BroadcastPlan& p) {
+  kernels::cuda::BroadcastDims d;
+  d.rank = p.rank;
+  for (int k = 0; k < p.rank; ++k) d.size[k] = p.size[k], d.sa[k] = p.sa[k], d.sb[k] = p.sb[k];
+  return d;
+}
+
 // out = f(a, b) with broadcasting.
 Tensor binary_forward(const Tensor& a, const Tensor& b, const char* fn, kernels::BinaryOp op) {
   require_same_dtype(a, b, fn);
+  const Device device = common_device(fn, {{"a", &a}, {"b", &b}});
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), fn);
-  Tensor out = Tensor::empty(out_shape, a.dtype());
+  Tensor out = Tensor::empty(out_shape, a.dtype(), device);
+  if (device == Device::CUDA) {
+    if (out.numel() == 0) return out;
+    const auto dims = cuda_dims(BroadcastPlan::make(out_shape, a.shape(), b.shape(), true));
+    dispatch_float(a.dtype(), fn, [&]<class T>() {
+      kernels::cuda::binary(op, a.cuda_data<T>(), b.cuda_data<T>(), out.cuda_data<T>(), dims,
+                            out.numel());
+    });
+    return out;
+  }
   dispatch_float(a.dtype(), fn, [&]<class T>() {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
@@ -97,9 +116,38 @@ BroadcastPlan BroadcastPlan::make(const Shape& out, const Shape& a, const Shape&
   return p;
 }
 
+kernels::cuda::ReduceDims reduce_dims(const Shape& in, const Shape& out) {
+  kernels::cuda::ReduceDims d;
+  const int lead = in.rank() - out.rank();
+  std::int64_t stride = 1;
+  std::array<std::int64_t, Shape::kMaxDims> strides{};
+  for (int k = in.rank() - 1; k >= 0; --k) strides[k] = stride, stride *= in[k];
+  for (int k = 0; k < in.rank(); ++k) {
+    if (in[k] == 1) continue;
+    const bool reduced = k < lead || out[k - lead] == 1;
+    if (reduced) {
+      d.red_size[d.red_rank] = in[k], d.red_stride[d.red_rank++] = strides[k];
+      d.n_red *= in[k];
+    } else {
+      d.kept_size[d.kept_rank] = in[k], d.kept_stride[d.kept_rank++] = strides[k];
+      d.n_out *= in[k];
+    }
+  }
+  return d;
+}
+
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
   QAT_CHECK(grad.dim() >= shape.rank(), "sum_to: ", grad.shape(), " -> ", shape);
+  if (grad.device() == Device::CUDA) {
+    Tensor out = Tensor::zeros(shape, grad.dtype(), Device::CUDA);
+    if (grad.numel() == 0) return out;
+    const auto dims = reduce_dims(grad.shape(), shape);
+    dispatch_float(grad.dtype(), "sum_to", [&]<class T>() {
+      kernels::cuda::sum(grad.cuda_data<T>(), out.cuda_data<T>(), dims, 1.0);
+    });
+    return out;
+  }
   Tensor out = Tensor::zeros(shape, grad.dtype());
   if (grad.numel() == 0) return out;
   // iterate over grad; `sa` holds the strides of the output (0 where it was broadcast)
@@ -178,23 +226,28 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+using detail::scalar_map;
+using kernels::cuda::UnaryOp;
+
 // d(-x) = -g
 Tensor neg(const Tensor& x) {
-  Tensor out = detail::map(x, "neg", [](auto v) { return -v; });
+  Tensor out = scalar_map(x, "neg", UnaryOp::Neg, 0.0, [](auto v) { return -v; });
   autograd::record(out, "neg", {x}, [](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = neg(g); });
   return out;
 }
 
 // d(x+s) = g
 Tensor add(const Tensor& x, double s) {
-  Tensor out = detail::map(x, "add", [s](auto v) { return v + static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "add", UnaryOp::AddScalar, s,
+                          [s](auto v) { return v + static_cast<decltype(v)>(s); });
   autograd::record(out, "add_scalar", {x}, [](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = g; });
   return out;
 }
 
 // d(x*s) = g*s
 Tensor mul(const Tensor& x, double s) {
-  Tensor out = detail::map(x, "mul", [s](auto v) { return v * static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "mul", UnaryOp::MulScalar, s,
+                          [s](auto v) { return v * static_cast<decltype(v)>(s); });
   autograd::record(out, "mul_scalar", {x},
                    [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = mul(g, s); });
   return out;
@@ -203,7 +256,8 @@ Tensor mul(const Tensor& x, double s) {
 // d(x/s) = g/s
 Tensor div(const Tensor& x, double s) {
   QAT_REQUIRE(s != 0.0, "div", "division by the scalar 0");
-  Tensor out = detail::map(x, "div", [s](auto v) { return v / static_cast<decltype(v)>(s); });
+  Tensor out = scalar_map(x, "div", UnaryOp::DivScalar, s,
+                          [s](auto v) { return v / static_cast<decltype(v)>(s); });
   autograd::record(out, "div_scalar", {x},
                    [s](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = div(g, s); });
   return out;
@@ -211,14 +265,16 @@ Tensor div(const Tensor& x, double s) {
 
 // d(s-x) = -g
 Tensor rsub(double s, const Tensor& x) {
-  Tensor out = detail::map(x, "rsub", [s](auto v) { return static_cast<decltype(v)>(s) - v; });
+  Tensor out = scalar_map(x, "rsub", UnaryOp::RSubScalar, s,
+                          [s](auto v) { return static_cast<decltype(v)>(s) - v; });
   autograd::record(out, "rsub", {x}, [](const Tensor& g, const Inputs&, Grads& gi) { gi[0] = neg(g); });
   return out;
 }
 
 // d(s/x) = -g*s/x^2
 Tensor rdiv(double s, const Tensor& x) {
-  Tensor out = detail::map(x, "rdiv", [s](auto v) { return static_cast<decltype(v)>(s) / v; });
+  Tensor out = scalar_map(x, "rdiv", UnaryOp::RDivScalar, s,
+                          [s](auto v) { return static_cast<decltype(v)>(s) / v; });
   autograd::record(out, "rdiv", {x}, [s](const Tensor& g, const Inputs& in, Grads& gi) {
     gi[0] = mul(div(g, mul(in[0], in[0])), -s);
   });
@@ -227,7 +283,7 @@ Tensor rdiv(double s, const Tensor& x) {
 
 // d(x^e) = g*e*x^(e-1)
 Tensor pow(const Tensor& x, double e) {
-  Tensor out = detail::map(x, "pow", [e](auto v) {
+  Tensor out = scalar_map(x, "pow", UnaryOp::Pow, e, [e](auto v) {
     return static_cast<decltype(v)>(std::pow(v, static_cast<decltype(v)>(e)));
   });
   autograd::record(out, "pow", {x}, [e](const Tensor& g, const Inputs& in, Grads& gi) {

@@ -1,6 +1,7 @@
 // Matrix products through BLAS GEMM; backward passes use transposed GEMMs, never copies.
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/blas.h"
 #include "framework/tensor/dispatch.h"
 
@@ -27,33 +28,51 @@ MatmulDims matmul_dims(const Tensor& a, const Tensor& b) {
               a.shape(), " and ", b.shape(), " are not compatible");
   return {batched ? a.size(0) : 1, a.size(-2), a.size(-1), b.size(-1)};
 }
+
+// A tensor's first element on its device (host or CUDA).
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.device() == Device::CUDA ? t.cuda_data<T>() : t.data<T>();
+}
+
+// GEMM on `device`: the CPU's BLAS or cuBLAS.
+template <class T>
+void mm(Device device, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+        const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (device == Device::CUDA)
+    kernels::cuda::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 }  // namespace
 
 // C = A B;  dA = G B^T,  dB = A^T G  (per batch)
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const MatmulDims d = matmul_dims(a, b);
+  const Device dev = common_device("matmul", {{"a", &a}, {"b", &b}});
   Shape os = a.shape();
   os[os.rank() - 1] = d.N;
-  Tensor out = Tensor::empty(os, a.dtype());
+  Tensor out = Tensor::empty(os, a.dtype(), dev);
   detail::dispatch_float(a.dtype(), "matmul", [&]<class T>() {
     for (std::int64_t i = 0; i < d.batch; ++i)
-      gemm<T>(false, false, d.M, d.N, d.K, 1, a.data<T>() + i * d.M * d.K, d.K,
-              b.data<T>() + i * d.K * d.N, d.N, 0, out.data<T>() + i * d.M * d.N, d.N);
+      mm<T>(dev, false, false, d.M, d.N, d.K, 1, ptr<T>(a) + i * d.M * d.K, d.K,
+            ptr<T>(b) + i * d.K * d.N, d.N, 0, ptr<T>(out) + i * d.M * d.N, d.N);
   });
-  autograd::record(out, "matmul", {a, b}, [d](const Tensor& g, const Inputs& in, Grads& gi) {
+  autograd::record(out, "matmul", {a, b}, [d, dev](const Tensor& g, const Inputs& in, Grads& gi) {
     const Tensor &A = in[0], &B = in[1];
+    common_device("matmul_backward", {{"grad", &g}, {"a", &A}});
     detail::dispatch_float(g.dtype(), "matmul_backward", [&]<class T>() {
       if (A.requires_grad()) {
-        gi[0] = Tensor::empty(A.shape(), A.dtype());
+        gi[0] = Tensor::empty(A.shape(), A.dtype(), dev);
         for (std::int64_t i = 0; i < d.batch; ++i)
-          gemm<T>(false, true, d.M, d.K, d.N, 1, g.data<T>() + i * d.M * d.N, d.N,
-                  B.data<T>() + i * d.K * d.N, d.N, 0, gi[0].data<T>() + i * d.M * d.K, d.K);
+          mm<T>(dev, false, true, d.M, d.K, d.N, 1, ptr<T>(g) + i * d.M * d.N, d.N,
+                ptr<T>(B) + i * d.K * d.N, d.N, 0, ptr<T>(gi[0]) + i * d.M * d.K, d.K);
       }
       if (B.requires_grad()) {
-        gi[1] = Tensor::empty(B.shape(), B.dtype());
+        gi[1] = Tensor::empty(B.shape(), B.dtype(), dev);
         for (std::int64_t i = 0; i < d.batch; ++i)
-          gemm<T>(true, false, d.K, d.N, d.M, 1, A.data<T>() + i * d.M * d.K, d.K,
-                  g.data<T>() + i * d.M * d.N, d.N, 0, gi[1].data<T>() + i * d.K * d.N, d.N);
+          mm<T>(dev, true, false, d.K, d.N, d.M, 1, ptr<T>(A) + i * d.M * d.K, d.K,
+                ptr<T>(g) + i * d.M * d.N, d.N, 0, ptr<T>(gi[1]) + i * d.K * d.N, d.N);
       }
     });
   });
@@ -74,37 +93,49 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                 "bias must be ", dtype_name(x.dtype()), "[", out_f, "], got ", dtype_name(bias.dtype()),
                 bias.shape());
   }
+  const Device dev = common_device("linear", {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   Shape os = x.shape();
   os[os.rank() - 1] = out_f;
-  Tensor out = Tensor::empty(os, x.dtype());
+  Tensor out = Tensor::empty(os, x.dtype(), dev);
   detail::dispatch_float(x.dtype(), "linear", [&]<class T>() {
-    T* y = out.data<T>();
-    if (bias.defined()) {
-      const T* b = bias.data<T>();
+    T* y = ptr<T>(out);
+    if (bias.defined() && dev == Device::CUDA) {
+      kernels::cuda::repeat_rows(ptr<T>(bias), y, rows, out_f);
+    } else if (bias.defined()) {
+      const T* b = ptr<T>(bias);
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < out_f; ++j) y[r * out_f + j] = b[j];
     }
-    gemm<T>(false, true, rows, out_f, in_f, 1, x.data<T>(), in_f, weight.data<T>(), in_f,
-            bias.defined() ? 1 : 0, y, out_f);
+    mm<T>(dev, false, true, rows, out_f, in_f, 1, ptr<T>(x), in_f, ptr<T>(weight), in_f,
+          bias.defined() ? 1 : 0, y, out_f);
   });
   autograd::record(out, "linear", {x, weight, bias},
-                   [rows, in_f, out_f](const Tensor& g, const Inputs& in, Grads& gi) {
+                   [rows, in_f, out_f, dev](const Tensor& g, const Inputs& in, Grads& gi) {
                      const Tensor &X = in[0], &W = in[1], &b = in[2];
+                     common_device("linear_backward", {{"grad", &g}, {"x", &X}});
                      detail::dispatch_float(g.dtype(), "linear_backward", [&]<class T>() {
-                       const T* G = g.data<T>();
+                       const T* G = ptr<T>(g);
                        if (X.requires_grad()) {
-                         gi[0] = Tensor::empty(X.shape(), X.dtype());
-                         gemm<T>(false, false, rows, in_f, out_f, 1, G, out_f, W.data<T>(), in_f, 0,
-                                 gi[0].data<T>(), in_f);
+                         gi[0] = Tensor::empty(X.shape(), X.dtype(), dev);
+                         mm<T>(dev, false, false, rows, in_f, out_f, 1, G, out_f, ptr<T>(W), in_f, 0,
+                               ptr<T>(gi[0]), in_f);
                        }
                        if (W.requires_grad()) {
-                         gi[1] = Tensor::empty(W.shape(), W.dtype());
-                         gemm<T>(true, false, out_f, in_f, rows, 1, G, out_f, X.data<T>(), in_f, 0,
-                                 gi[1].data<T>(), in_f);
+                         gi[1] = Tensor::empty(W.shape(), W.dtype(), dev);
+                         mm<T>(dev, true, false, out_f, in_f, rows, 1, G, out_f, ptr<T>(X), in_f, 0,
+                               ptr<T>(gi[1]), in_f);
                        }
-                       if (b.defined() && b.requires_grad()) {
+                       if (b.defined() && b.requires_grad() && dev == Device::CUDA) {
+                         // db[j] = sum over rows of G[r, j]
+                         gi[2] = Tensor::zeros(b.shape(), b.dtype(), dev);
+                         kernels::cuda::ReduceDims rd;
+                         rd.kept_rank = 1, rd.kept_size[0] = out_f, rd.kept_stride[0] = 1;
+                         rd.red_rank = 1, rd.red_size[0] = rows, rd.red_stride[0] = out_f;
+                         rd.n_out = out_f, rd.n_red = rows;
+                         kernels::cuda::sum(G, ptr<T>(gi[2]), rd, 1.0);
+                       } else if (b.defined() && b.requires_grad()) {
                          gi[2] = Tensor::zeros(b.shape(), b.dtype());
-                         T* db = gi[2].data<T>();
+                         T* db = ptr<T>(gi[2]);
                          for (std::int64_t r = 0; r < rows; ++r)
                            for (std::int64_t j = 0; j < out_f; ++j) db[j] += G[r * out_f + j];
                        }

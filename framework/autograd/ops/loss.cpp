@@ -27,6 +27,7 @@ void log_softmax_row(const T* x, T* y, std::int64_t n, std::int64_t stride) {
 
 // y = log_softmax(x);  dx = g - softmax(x) * sum(g)  along dim
 Tensor log_softmax(const Tensor& x, int dim) {
+  require_cpu("log_softmax", {{"x", &x}});
   require_float(x, "log_softmax", "x");
   const Shape& s = x.shape();
   const int d = s.axis(dim, "log_softmax");
@@ -63,6 +64,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 
 // loss = -1/N sum_i log_softmax(x_i)[y_i];  dx_i = g/N * (softmax(x_i) - onehot(y_i))
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  require_cpu("cross_entropy", {{"logits", &logits}, {"labels", &labels}});
   require_float(logits, "cross_entropy", "logits");
   require_rank(logits, 2, "cross_entropy", "logits");
   QAT_REQUIRE(labels.defined() && (labels.dtype() == DType::Int64 || labels.dtype() == DType::Int32),
@@ -107,6 +109,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 
 // loss = mean((a - b)^2);  da = g * 2(a - b)/n,  db = -da
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  require_cpu("mse_loss", {{"input", &input}, {"target", &target}});
   require_float(input, "mse_loss", "input");
   require_float(target, "mse_loss", "target");
   QAT_REQUIRE(input.shape() == target.shape() && input.dtype() == target.dtype(), "mse_loss", "input ",

@@ -110,6 +110,7 @@ double combine_over_replicas(const distributed::ProcessGroup& group, i64 M, std:
 // training: dx = w invstd (g - db/M - xhat dw/M);  eval: dx = g w invstd
 Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  require_cpu("batch_norm", {{"x", &x}, {"running_mean", &running_mean}, {"weight", &weight}});
   const BnView v = bn_view(x, running_mean, running_var, weight, bias, training, momentum, eps);
   // In a data-parallel training forward, the statistics are the global batch's (SyncBatchNorm).
   distributed::ProcessGroupPtr replicas = training ? distributed::replica_group() : nullptr;

@@ -1,5 +1,6 @@
 #pragma once
 // Internal: one-pass elementwise maps used by the pointwise ops and their backward functions.
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/tensor.h"
@@ -10,10 +11,11 @@ namespace qat::detail {
 /// the split never changes a result)
 constexpr std::int64_t kMapParallelMin = 1 << 16;
 
-/// out[i] = f(x[i])
+/// out[i] = f(x[i]) (CPU only: a CUDA tensor throws "<fn>: not implemented on CUDA yet")
 template <class F>
 Tensor map(const Tensor& x, const char* fn, F f) {
   require_float(x, fn, "x");
+  require_cpu(fn, {{"x", &x}});
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), fn, [&]<class T>() {
     const T* px = x.data<T>();
@@ -29,6 +31,7 @@ Tensor map(const Tensor& x, const char* fn, F f) {
 template <class F>
 Tensor map2(const Tensor& a, const Tensor& b, const char* fn, F f) {
   QAT_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), fn);
+  require_cpu(fn, {{"a", &a}, {"b", &b}});
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), fn, [&]<class T>() {
     const T* pa = a.data<T>();
@@ -37,6 +40,18 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* fn, F f) {
     parallel_for(a.numel(), kMapParallelMin, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) po[i] = f(pa[i], pb[i]);
     });
+  });
+  return out;
+}
+
+/// out[i] = f(x[i]) on the CPU, the CUDA kernel `op` with scalar s on CUDA (the same float ops).
+template <class F>
+Tensor scalar_map(const Tensor& x, const char* fn, kernels::cuda::UnaryOp op, double s, F f) {
+  if (!x.defined() || x.device() == Device::CPU) return map(x, fn, f);
+  require_float(x, fn, "x");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dispatch_float(x.dtype(), fn, [&]<class T>() {
+    kernels::cuda::unary(op, x.cuda_data<T>(), out.cuda_data<T>(), x.numel(), s);
   });
   return out;
 }

@@ -130,6 +130,7 @@ bool is_plain_2x2(const Windows& w) {
 
 // out = mean of each window;  dx[window] += g / count
 Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
+  require_cpu(name, {{"x", &x}});
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
   detail::dispatch_float(x.dtype(), name, [&]<class T>() {
     const T* px = x.data<T>();
@@ -178,6 +179,7 @@ Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
 
 // out = max of each window (padding counts as -inf; NaN wins);  dx[argmax] += g
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  require_cpu("max_pool2d", {{"x", &x}});
   Windows w = sliding(x, p, true, "max_pool2d");
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
   const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w);

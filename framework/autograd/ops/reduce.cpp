@@ -6,6 +6,7 @@
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -34,8 +35,35 @@ AxisView axis_view(const Tensor& x, int dim, bool keepdim, const char* fn) {
   return v;
 }
 
+// The CUDA sum over the axis: kept (outer, inner), reduced n.
+kernels::cuda::ReduceDims cuda_dims(const AxisView& v) {
+  kernels::cuda::ReduceDims d;
+  d.kept_rank = 2;
+  d.kept_size[0] = v.outer, d.kept_stride[0] = v.n * v.inner;
+  d.kept_size[1] = v.inner, d.kept_stride[1] = 1;
+  d.red_rank = 1;
+  d.red_size[0] = v.n, d.red_stride[0] = v.inner;
+  d.n_out = v.outer * v.inner;
+  d.n_red = v.n;
+  return d;
+}
+
 // g (reduced shape) broadcast back along the axis, times `scale`.
 Tensor expand_along(const Tensor& g, const Shape& x_shape, const AxisView& v, double scale) {
+  if (g.device() == Device::CUDA) {  // out[o, k, i] = g[o, i] * scale
+    Tensor out = Tensor::empty(x_shape, g.dtype(), Device::CUDA);
+    if (out.numel() == 0) return out;
+    const Tensor s = Tensor::full(Shape{1}, scale, g.dtype(), Device::CUDA);
+    kernels::cuda::BroadcastDims d;
+    d.rank = 3;
+    d.size[0] = v.outer, d.size[1] = v.n, d.size[2] = v.inner;
+    d.sa[0] = v.inner, d.sa[1] = 0, d.sa[2] = 1;
+    detail::dispatch_float(g.dtype(), "reduce_backward", [&]<class T>() {
+      kernels::cuda::binary(kernels::BinaryOp::Mul, g.cuda_data<T>(), s.cuda_data<T>(),
+                            out.cuda_data<T>(), d, out.numel());
+    });
+    return out;
+  }
   Tensor out = Tensor::empty(x_shape, g.dtype());
   detail::dispatch_float(g.dtype(), "reduce_backward", [&]<class T>() {
     const T* pg = g.data<T>();
@@ -75,6 +103,7 @@ AxisView whole(const Tensor& x, const char* fn) {
 
 // First index of the maximum along the axis (NaN counts as maximal, as in PyTorch).
 Tensor argmax_impl(const Tensor& x, const AxisView& v) {
+  require_cpu("argmax", {{"x", &x}});
   QAT_REQUIRE(v.n > 0, "max", "cannot reduce an empty dimension of shape ", x.shape());
   Tensor idx = Tensor::empty(v.out_shape, DType::Int64);
   detail::dispatch_float(x.dtype(), "argmax", [&]<class T>() {
@@ -95,6 +124,7 @@ Tensor argmax_impl(const Tensor& x, const AxisView& v) {
 }
 
 Tensor max_impl(const Tensor& x, const AxisView& v, const char* name) {
+  require_cpu(name, {{"x", &x}});
   Tensor idx = argmax_impl(x, v);
   Tensor out = Tensor::empty(v.out_shape, x.dtype());
   detail::dispatch_float(x.dtype(), name, [&]<class T>() {
@@ -121,8 +151,16 @@ Tensor max_impl(const Tensor& x, const AxisView& v, const char* name) {
 }
 
 Tensor sum_impl(const Tensor& x, const AxisView& v, double scale, const char* name) {
-  Tensor out = reduce_sum(x, v);
-  if (scale != 1.0) {
+  Tensor out;
+  if (x.device() == Device::CUDA) {  // scale applied in the kernel, in double as below
+    out = Tensor::zeros(v.out_shape, x.dtype(), Device::CUDA);
+    detail::dispatch_float(x.dtype(), name, [&]<class T>() {
+      if (out.numel() > 0) kernels::cuda::sum(x.cuda_data<T>(), out.cuda_data<T>(), cuda_dims(v), scale);
+    });
+  } else {
+    out = reduce_sum(x, v);
+  }
+  if (scale != 1.0 && x.device() == Device::CPU) {
     detail::dispatch_float(out.dtype(), name, [&]<class T>() {
       T* p = out.data<T>();
       for (std::int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(p[i] * scale);

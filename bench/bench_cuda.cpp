@@ -1,0 +1,83 @@
+// The quantization kernels on CUDA at 2^20 and 2^26 floats: achieved bandwidth (bytes read +
+// written / time) next to a device-to-device copy measured in the same run (copy bandwidth =
+// 2 x bytes copied / time), and the ratio. Without a device it prints "skipped: no CUDA device".
+//   build/bench/bench_cuda
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "framework/autograd/grad_mode.h"
+#include "framework/autograd/ops.h"
+#include "framework/tensor/cuda.h"
+#include "framework/tensor/random.h"
+#include "modules/quant/fake_quant.h"
+#include "modules/quant/fused_observer.h"
+
+using namespace qat;
+
+namespace {
+
+// Best of 5 runs of `reps` calls, seconds per call (the stream drained around each run).
+double seconds_per_call(const std::function<void()>& f, int reps) {
+  f();
+  cuda::synchronize();
+  double best = 1e30;
+  for (int run = 0; run < 5; ++run) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    cuda::synchronize();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count() / reps);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::printf("skipped: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  std::printf("%-40s %10s %12s %12s %9s\n", "kernel", "floats", "time", "GB/s", "x copy");
+  for (int log2n : {20, 26}) {
+    const std::int64_t n = std::int64_t{1} << log2n;
+    const int reps = log2n == 20 ? 200 : 10;
+    Generator gen(0);
+    const Tensor x = Tensor::uniform(Shape{n / 1024, 1024}, -4, 4, gen).to(Device::CUDA);
+    const Tensor g = Tensor::uniform(Shape{n / 1024, 1024}, -1, 1, gen).to(Device::CUDA);
+    const Tensor dst = Tensor::empty(x.shape(), DType::Float32, Device::CUDA);
+    const double copy_s = seconds_per_call([&] { dst.copy_(x); }, reps);
+    const double copy_bw = 2.0 * 4.0 * static_cast<double>(n) / copy_s;
+    auto row = [&](const char* name, double bytes_per_float, const std::function<void()>& f) {
+      const double s = seconds_per_call(f, reps);
+      const double bw = bytes_per_float * static_cast<double>(n) / s;
+      std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", name, static_cast<long long>(n), s * 1e6,
+                  bw / 1e9, bw / copy_bw);
+    };
+    std::printf("%-40s %10lld %9.1f us %12.1f %8.2fx\n", "device-to-device copy",
+                static_cast<long long>(n), copy_s * 1e6, copy_bw / 1e9, 1.0);
+    const Tensor scale = Tensor::full(Shape{1024}, 0.05, DType::Float32, Device::CUDA);
+    const Tensor zp = Tensor::zeros(Shape{1024}, DType::Int32, Device::CUDA);
+    {
+      NoGradGuard no_grad;  // forward only: x read, y and the STE mask written (4 + 4 + 1 bytes)
+      row("fake quant per-tensor forward", 9,
+          [&] { quant::fake_quantize_per_tensor_affine(x, 0.05f, 0, -128, 127); });
+      row("fake quant per-channel forward", 9,
+          [&] { quant::fake_quantize_per_channel_affine(x, scale, zp, 1, -128, 127); });
+      quant::FusedObserverState st = quant::FusedObserverState::make(Device::CUDA);
+      const auto spec = quant::QuantSpec::parse("uint8 affine per-tensor");
+      // observer pass reads x, then fake quant reads x, writes y and mask: 4 + 4 + 4 + 1
+      row("fused observer + fake quant forward", 13,
+          [&] { quant::fused_moving_avg_obs_fake_quant(x, st, spec, 0.01); });
+    }
+    Tensor xl = x.detach();
+    xl.requires_grad_();
+    // forward 9 bytes, backward reads dy and the mask, writes dx: 4 + 1 + 4
+    row("fake quant per-tensor forward + STE", 18, [&] {
+      xl.zero_grad();
+      quant::fake_quantize_per_tensor_affine(xl, 0.05f, 0, -128, 127).backward(g);
+    });
+  }
+  return 0;
+}

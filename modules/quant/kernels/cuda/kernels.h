@@ -1,0 +1,46 @@
+#pragma once
+// Internal: the quantization hot path on CUDA (fake_quant.cu), device pointers, queued on the
+// framework's one stream. Bit-exact with the CPU kernels (kernels/cpu/kernels.h): the same
+// float32 operations in the same order, round half to even (rintf), built with -fmad=false.
+// Without the CUDA backend every call throws (none.cpp).
+#include <cstdint>
+
+namespace qat::quant::kernels::cuda {
+
+/// Per-tensor or per-channel qparams: scale[(i / inner) % len] etc. from device arrays, or the
+/// host scalars scale0 / zp0 when `scale` is null.
+struct FqParams {
+  const float* scale = nullptr;
+  const std::int32_t* zero_point = nullptr;
+  float scale0 = 1.0f;
+  std::int32_t zp0 = 0;
+  std::int64_t len = 1, inner = 1;
+};
+
+/// q = rint(x * (1/scale)) + zp; y = (clamp(q, qmin, qmax) - zp) * scale; mask = [qmin <= q <= qmax].
+void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, const FqParams& p,
+                std::int64_t qmin, std::int64_t qmax);
+/// dx = mask ? dy : 0 (the straight-through estimator).
+void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
+
+/// PyTorch's fused_moving_avg_obs_fake_quant, per tensor, in one cooperative launch: with
+/// `observe`, min / max of x (NaN skipped, -0 below +0), then running_min / running_max updated
+/// (first batch: set; then r += c (m - r) in float32), then scale / zero_point from them as
+/// calculate_qparams; a batch holding NaN / inf leaves the state alone and adds 1 to
+/// *nonfinite_batches. Then y = fake_quant(x) (or a copy of x without `fake_quant_on`, mask 1).
+struct FusedObserverArgs {
+  float* running_min;
+  float* running_max;
+  float* scale;
+  std::int32_t* zero_point;
+  std::int32_t* nonfinite_batches;
+  float averaging_constant;
+  std::int64_t qmin, qmax;
+  bool symmetric;
+  std::int32_t symmetric_zero_point;
+  bool observe, fake_quant_on;
+};
+void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
+                                     const FusedObserverArgs& args);
+
+}  // namespace qat::quant::kernels::cuda

@@ -1,0 +1,20 @@
+// The quantization CUDA kernels in a build without the CUDA backend: each throws naming itself
+// (an empty range excepted: nothing to launch, as with the backend).
+#include "framework/kernels/cuda/runtime.h"
+#include "modules/quant/kernels/cuda/kernels.h"
+
+namespace qat::quant::kernels::cuda {
+
+void fake_quant(const float*, float*, std::uint8_t*, std::int64_t n, const FqParams&, std::int64_t,
+                std::int64_t) {
+  if (n != 0) ::qat::cuda::detail::require_device("fake_quant");
+}
+void masked_copy(const float*, const std::uint8_t*, float*, std::int64_t n) {
+  if (n != 0) ::qat::cuda::detail::require_device("fake_quant_backward");
+}
+void fused_moving_avg_obs_fake_quant(const float*, float*, std::uint8_t*, std::int64_t n,
+                                     const FusedObserverArgs&) {
+  if (n != 0) ::qat::cuda::detail::require_device("fused_moving_avg_obs_fake_quant");
+}
+
+}  // namespace qat::quant::kernels::cuda

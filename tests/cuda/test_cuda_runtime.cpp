@@ -1,0 +1,187 @@
+// What runs without a GPU: errors of CUDA ops without a device, device mismatches at the op
+// seam, CPU kernels refusing device tensors. With a GPU: the allocator, copies, Module::to and
+// checkpoints across devices.
+#include <boost/test/unit_test.hpp>
+#include <sstream>
+
+#include "cuda_test_util.h"
+#include "framework/autograd/ops.h"
+#include "framework/io/checkpoint.h"
+#include "framework/io/restore.h"
+#include "framework/nn/nn.h"
+
+using namespace qat;
+using qat::test::has_cuda_device;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::shared_ptr<nn::Sequential> mlp() {
+  manual_seed(3);
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(13, 7), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(7, 3)});
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_without_device)
+
+// A CUDA op on a machine without a device (or in a build without CUDA) throws qat::Error naming
+// the op, the device and the CUDA error string; nothing crashes.
+BOOST_AUTO_TEST_CASE(cuda_op_without_device_is_a_clear_error) {
+  if (cuda::is_available()) return;
+  const std::string why = cuda::unavailable_reason();
+  BOOST_TEST(!why.empty());
+  const std::string e = error_of([] { (void)Tensor::ones(Shape{5, 3}).to(Device::CUDA); });
+  BOOST_TEST_MESSAGE(e);
+  BOOST_TEST(contains(e, "Tensor::to(cuda)"), e);
+  BOOST_TEST(contains(e, "cuda:0"), e);
+  if (cuda::is_built())  // the CUDA runtime's own words, e.g. "no CUDA-capable device is detected"
+    BOOST_TEST(contains(e, why.substr(0, why.find(" ("))), e);
+  else
+    BOOST_TEST(contains(e, "no CUDA backend"), e);
+  BOOST_TEST(!error_of([] { (void)Tensor::zeros(Shape{2}, DType::Float32, Device::CUDA); }).empty());
+  // a model: nothing moves, the error names the op
+  auto m = mlp();
+  BOOST_TEST(contains(error_of([&] { m->to(Device::CUDA); }), "cuda:0"));
+  for (const auto& [name, t] : m->named_state()) BOOST_TEST((t.device() == Device::CPU), name);
+  BOOST_TEST(cuda::allocator_stats().fresh_allocations == 0u);
+  cuda::synchronize();  // no-ops without a device
+  cuda::empty_cache();
+}
+
+// An empty CUDA tensor holds no memory and needs no device: the op seam's checks run on it.
+BOOST_AUTO_TEST_CASE(device_mismatch_names_both_devices) {
+  const Tensor c = Tensor::empty(Shape{0, 4}, DType::Float32, Device::CUDA);
+  const Tensor h = Tensor::empty(Shape{0, 4});
+  BOOST_TEST((c.device() == Device::CUDA));
+  for (const auto& f :
+       std::vector<std::function<void()>>{[&] { (void)add(h, c); }, [&] { (void)mul(c, h); },
+                                          [&] {
+                                            (void)matmul(h, c.view_as_shape(Shape{4, 0}));
+                                          }}) {
+    const std::string e = error_of(f);
+    BOOST_TEST(contains(e, "different devices"), e);
+    BOOST_TEST(contains(e, "is on cpu"), e);
+    BOOST_TEST(contains(e, "is on cuda"), e);
+  }
+  const std::string e = error_of([&] { (void)linear(c, Tensor::empty(Shape{2, 4}), Tensor()); });
+  BOOST_TEST(
+      (contains(
+          e, "linear: tensors on different devices: 'x' [0, 4] is on cuda, 'weight' [2, 4] is on cpu")),
+      e);
+}
+
+// A CPU kernel never reads device memory: ops without a CUDA kernel throw naming themselves.
+BOOST_AUTO_TEST_CASE(cpu_kernels_refuse_cuda_tensors) {
+  const Tensor c = Tensor::empty(Shape{0, 3}, DType::Float32, Device::CUDA);
+  const std::string e = error_of([&] { (void)sigmoid(c); });
+  BOOST_TEST(contains(e, "sigmoid: not implemented on CUDA yet"), e);
+  BOOST_TEST(contains(error_of([&] { (void)max(c, 1); }), "max: not implemented on CUDA yet"));
+  BOOST_TEST(contains(error_of([&] { (void)c.data<float>(); }), "is on cuda"));
+  BOOST_TEST(contains(error_of([&] { (void)Tensor::empty(Shape{0}).cuda_data<float>(); }), "is on cpu"));
+  // ops with CUDA kernels accept it and launch nothing
+  BOOST_TEST((relu(c).device() == Device::CUDA));
+  BOOST_TEST((add(c, c).device() == Device::CUDA));
+  BOOST_TEST((sum(c, 1).device() == Device::CUDA));  // shape [0]
+  BOOST_TEST((c.to(Device::CPU).device() == Device::CPU));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cuda_runtime, *boost::unit_test::precondition(has_cuda_device))
+
+BOOST_AUTO_TEST_CASE(copies_round_trip) {
+  Generator gen(1);
+  for (std::int64_t n : {0, 1, 257, 100003}) {
+    const Tensor h = Tensor::uniform(Shape{n}, -3, 3, gen);
+    const Tensor d = h.to(Device::CUDA);
+    BOOST_TEST((d.device() == Device::CUDA));
+    test::require_bits_equal(h, d.to(Device::CPU));
+    test::require_bits_equal(h, d.clone());
+  }
+  const Tensor z = Tensor::full(Shape{3, 5}, 2.5, DType::Float32, Device::CUDA);
+  BOOST_TEST(z.to_vector<float>() == std::vector<float>(15, 2.5f), boost::test_tools::per_element());
+  BOOST_TEST(sum(z).item() == 37.5);
+  const Tensor i8 = Tensor::full(Shape{7}, -3, DType::Int8, Device::CUDA);
+  BOOST_TEST(i8.to_vector<std::int8_t>() == std::vector<std::int8_t>(7, -3),
+             boost::test_tools::per_element());
+  std::ostringstream os;
+  os << z;
+  BOOST_TEST(contains(os.str(), "device cuda"), os.str());
+}
+
+// A training step in steady state calls cudaMalloc zero times; empty_cache returns the cache.
+BOOST_AUTO_TEST_CASE(allocator_steady_state_and_statistics) {
+  auto m = mlp();
+  m->to(Device::CUDA);
+  Generator gen(2);
+  const Tensor x = Tensor::uniform(Shape{31, 13}, -1, 1, gen).to(Device::CUDA);
+  auto step = [&] {
+    for (const Tensor& p : m->parameters()) const_cast<Tensor&>(p).zero_grad();
+    Tensor loss = mean(mul(m->forward(x), m->forward(x)));
+    loss.backward();
+  };
+  step();
+  step();
+  const AllocatorStats warm = cuda::allocator_stats();
+  for (int i = 0; i < 5; ++i) step();
+  cuda::synchronize();
+  const AllocatorStats after = cuda::allocator_stats();
+  BOOST_TEST(after.fresh_allocations == warm.fresh_allocations);  // no cudaMalloc
+  BOOST_TEST(after.reused_allocations > warm.reused_allocations);
+  BOOST_TEST(after.bytes_reserved >= after.bytes_cached);
+  cuda::empty_cache();
+  BOOST_TEST(cuda::allocator_stats().bytes_cached == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(module_to_round_trip_moves_state_in_place) {
+  auto m = mlp();
+  const NamedTensors before = m->named_state();
+  std::vector<std::vector<float>> values;
+  for (const auto& [n, t] : before) values.push_back(t.to_vector<float>());
+  const Tensor w = m->parameters()[0];  // a handle held elsewhere (an optimizer's)
+  m->to(Device::CUDA);
+  BOOST_TEST((w.device() == Device::CUDA));
+  for (const auto& [n, t] : m->named_state()) BOOST_TEST((t.device() == Device::CUDA), n);
+  m->to(Device::CPU);
+  std::size_t i = 0;
+  for (const auto& [n, t] : m->named_state()) {
+    BOOST_TEST((t.device() == Device::CPU), n);
+    BOOST_TEST(t.to_vector<float>() == values[i++], boost::test_tools::per_element());
+  }
+}
+
+// Checkpoints are device-independent: saved from CUDA, loaded on CPU, and the reverse.
+BOOST_AUTO_TEST_CASE(checkpoints_cross_devices) {
+  auto gpu = mlp();
+  gpu->to(Device::CUDA);
+  const std::string bytes = io::to_bytes(io::capture(*gpu));
+  auto cpu = mlp();
+  for (const Tensor& p : cpu->parameters()) p.fill_(0);
+  io::load_into(*cpu, io::from_bytes(bytes));
+  auto ref = mlp();
+  for (std::size_t k = 0; k < ref->parameters().size(); ++k)
+    test::require_bits_equal(ref->parameters()[k], cpu->parameters()[k]);
+  auto back = mlp();
+  back->to(Device::CUDA);
+  for (const Tensor& p : back->parameters()) p.fill_(0);
+  io::load_into(*back, io::from_bytes(io::to_bytes(io::capture(*ref))));
+  for (std::size_t k = 0; k < ref->parameters().size(); ++k) {
+    BOOST_TEST((back->parameters()[k].device() == Device::CUDA));
+    test::require_bits_equal(ref->parameters()[k], back->parameters()[k]);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
