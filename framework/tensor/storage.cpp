@@ -3,21 +3,15 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
-#include <mutex>
 #include <new>
-#include <unordered_map>
-#include <vector>
 
 #include "framework/kernels/cuda/runtime.h"
+#include "framework/tensor/detail/buffer_pool.h"
 #include "framework/tensor/error.h"
 
 namespace qat {
 
-struct CachingAllocator::Impl {
-  mutable std::mutex mu;
-  std::unordered_map<std::size_t, std::vector<void*>> free_lists;  // size class -> buffers
-  AllocatorStats stats;
-};
+struct CachingAllocator::Impl : detail::BufferPool {};
 
 CachingAllocator& CachingAllocator::cpu() {
   static CachingAllocator instance;
@@ -41,52 +35,24 @@ std::size_t CachingAllocator::size_class(std::size_t nbytes) {
 void* CachingAllocator::allocate(std::size_t nbytes, std::size_t* capacity) {
   const std::size_t cls = size_class(nbytes);
   *capacity = cls;
-  Impl& s = impl();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.free_lists.find(cls);
-    if (it != s.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      ++s.stats.reused_allocations;
-      s.stats.bytes_cached -= cls;
-      return p;
-    }
-  }
+  if (void* p = impl().take(cls)) return p;
   void* p = std::aligned_alloc(64, cls);
   if (p == nullptr) {
     empty_cache();
     p = std::aligned_alloc(64, cls);
   }
   if (p == nullptr) throw std::bad_alloc();
-  std::lock_guard<std::mutex> lock(s.mu);
-  ++s.stats.fresh_allocations;
-  s.stats.bytes_reserved += cls;
+  impl().fresh(cls);
   return p;
 }
 
-void CachingAllocator::release(void* ptr, std::size_t capacity) {
-  Impl& s = impl();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.free_lists[capacity].push_back(ptr);
-  s.stats.bytes_cached += capacity;
-}
+void CachingAllocator::release(void* ptr, std::size_t capacity) { impl().put(ptr, capacity); }
 
 void CachingAllocator::empty_cache() {
-  Impl& s = impl();
-  std::lock_guard<std::mutex> lock(s.mu);
-  for (auto& [cls, list] : s.free_lists) {
-    for (void* p : list) std::free(p);
-    s.stats.bytes_reserved -= cls * list.size();
-    s.stats.bytes_cached -= cls * list.size();
-    list.clear();
-  }
+  impl().drain([](void* p) { std::free(p); });
 }
 
-AllocatorStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(impl().mu);
-  return impl().stats;
-}
+AllocatorStats CachingAllocator::stats() const { return impl().stats(); }
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device == Device::CPU)

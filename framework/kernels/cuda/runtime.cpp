@@ -11,6 +11,7 @@
 
 #include "framework/kernels/cuda/check.h"
 #include "framework/tensor/cuda.h"
+#include "framework/tensor/detail/buffer_pool.h"
 
 namespace qat::cuda {
 namespace detail {
@@ -36,11 +37,7 @@ const Probe& probe() {
   return p;
 }
 
-struct Pool {
-  std::mutex mu;
-  std::unordered_map<std::size_t, std::vector<void*>> free_lists;  // size class -> buffers
-  AllocatorStats stats;
-};
+using Pool = qat::detail::BufferPool;
 
 Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: storages may outlive static destructors
@@ -89,17 +86,7 @@ void* allocate(std::size_t nbytes, std::size_t* capacity, const char* fn) {
   const std::size_t cls = CachingAllocator::size_class(nbytes);
   *capacity = cls;
   Pool& s = pool();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.free_lists.find(cls);
-    if (it != s.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      ++s.stats.reused_allocations;
-      s.stats.bytes_cached -= cls;
-      return p;
-    }
-  }
+  if (void* p = s.take(cls)) return p;
   stream(fn);  // the stream exists before the first buffer (its creation may fail first)
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, cls);
@@ -116,18 +103,13 @@ void* allocate(std::size_t nbytes, std::size_t* capacity, const char* fn) {
         cudaGetErrorString(err), " (", cudaGetErrorName(err), "; ", st.bytes_reserved,
         " bytes reserved by qat, ", st.bytes_cached, " of them cached)"));
   }
-  std::lock_guard<std::mutex> lock(s.mu);
-  ++s.stats.fresh_allocations;
-  s.stats.bytes_reserved += cls;
+  s.fresh(cls);
   return p;
 }
 
 void release(void* ptr, std::size_t capacity) noexcept {
   if (ptr == nullptr) return;
-  Pool& s = pool();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.free_lists[capacity].push_back(ptr);
-  s.stats.bytes_cached += capacity;
+  pool().put(ptr, capacity);
 }
 
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t nbytes,
@@ -160,24 +142,13 @@ void synchronize() {
   QAT_CUDA_CHECK(cudaStreamSynchronize(detail::stream("cuda::synchronize")), "cuda::synchronize");
 }
 
-AllocatorStats allocator_stats() {
-  detail::Pool& s = detail::pool();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.stats;
-}
+AllocatorStats allocator_stats() { return detail::pool().stats(); }
 
 void empty_cache() {
   if (device_count() == 0) return;
-  detail::Pool& s = detail::pool();
-  std::lock_guard<std::mutex> lock(s.mu);
-  // queued kernels may still use a cached buffer's previous contents' neighbours: wait first
+  // queued kernels may still use a cached buffer: wait first
   QAT_CUDA_CHECK(cudaStreamSynchronize(detail::stream("cuda::empty_cache")), "cuda::empty_cache");
-  for (auto& [cls, list] : s.free_lists) {
-    for (void* p : list) cudaFree(p);
-    s.stats.bytes_reserved -= cls * list.size();
-    s.stats.bytes_cached -= cls * list.size();
-    list.clear();
-  }
+  detail::pool().drain([](void* p) { cudaFree(p); });
 }
 
 }  // namespace qat::cuda
