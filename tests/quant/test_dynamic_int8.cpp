@@ -24,6 +24,7 @@
 #include "modules/quant/dynamic_quantized_linear.h"
 #include "modules/quant/int8_dynamic.h"
 #include "modules/quant/quant.h"
+#include "quant/graph_models.h"
 
 using namespace qat;
 using namespace qat::quant;
@@ -113,18 +114,7 @@ nn::ModulePtr mlp(std::int64_t in = 64, std::int64_t hidden = 64) {
                        {"dequant", std::make_shared<DeQuantStub>()}});
 }
 void train_random(nn::Module& model, std::uint64_t seed) {
-  Generator gen(seed);
-  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
-  model.train();
-  for (int step = 0; step < 10; ++step) {
-    Tensor x = Tensor::uniform(Shape{16, 64}, -1, 1, gen);
-    std::vector<std::int64_t> y(16);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(10));
-    opt.zero_grad();
-    cross_entropy(model.forward(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
-    opt.step();
-  }
-  model.eval();
+  test::train_on_noise(model, 10, seed, Shape{16, 64}, 10, -1);
 }
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const auto va = a.to_vector<float>(), vb = b.to_vector<float>();

@@ -21,6 +21,7 @@
 #include "framework/tensor/random.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 #include "modules/quant/quant.h"
+#include "quant/graph_models.h"
 #include "quant/quant_test_util.h"
 
 using namespace qat;
@@ -293,18 +294,7 @@ nn::ModulePtr mlp() {
                        {"dequant", std::make_shared<DeQuantStub>()}});
 }
 void train(nn::Module& model, std::uint64_t seed) {
-  Generator gen(seed);
-  optim::SGD opt(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
-  model.train();
-  for (int step = 0; step < 10; ++step) {
-    Tensor x = Tensor::uniform(Shape{16, 64}, -1, 1, gen);
-    std::vector<std::int64_t> y(16);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(4));
-    opt.zero_grad();
-    cross_entropy(model.forward(x), Tensor::from_vector<std::int64_t>(y, Shape{16})).backward();
-    opt.step();
-  }
-  model.eval();
+  test::train_on_noise(model, 10, seed, Shape{16, 64}, 4, -1);
 }
 }  // namespace
 
