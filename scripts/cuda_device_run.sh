@@ -5,10 +5,11 @@
 #   here:        scripts/cuda_device_run.sh pack [BUILD]   # -> build-cuda-carry/ (a few MB)
 #   device tool: run(command="scripts/cuda_device_run.sh run", carry=["build-cuda-carry"])
 #
-# pack copies test_cuda and bench_cuda with the non-CUDA, non-glibc shared libraries they need
-# (ldd); run points LD_LIBRARY_PATH at them and at site-packages/nvidia/*/lib, prints the GPU,
-# the libraries each binary resolves (missing ones named), runs the tests and the benchmark,
-# and writes the logs under $OUT (or ./cuda-logs).
+# pack copies test_cuda, bench_cuda, mlp_qat and cnn_qat with the non-CUDA, non-glibc shared
+# libraries they need (ldd), and Fashion-MNIST; run points LD_LIBRARY_PATH at them and at
+# site-packages/nvidia/*/lib, prints the GPU, the libraries each binary resolves (missing ones
+# named), runs the tests, the benchmark and bench/train_vs_pytorch.sh with DEVICE=cuda, and
+# writes the logs under $OUT (or ./cuda-logs).
 set -uo pipefail
 cmd=${1:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,9 +18,13 @@ case "$cmd" in
   pack)
     build=${2:-$here/build}
     cmake --build "$build" -j"$(nproc)" --target test_cuda bench_cuda || exit 1
-    rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
+    cmake --build "$build" -j"$(nproc)" --target mlp_qat cnn_qat || exit 1
+    rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib" "$carry/examples" "$carry/data"
     cp "$build/tests/test_cuda" "$build/bench/bench_cuda" "$carry/bin/"
-    ldd "$carry/bin/"* | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+    cp "$build/examples/mlp_qat" "$build/examples/cnn_qat" "$carry/examples/"
+    # Fashion-MNIST for the training comparison (the GPU machine has no Debian data sets)
+    cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$carry/data/"
+    ldd "$carry/bin/"* "$carry/examples/"* | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*|libcudnn*|libnccl*) ;;
         *) cp -L "$lib" "$carry/lib/" ;;
@@ -40,13 +45,16 @@ PY
     {
       echo "== GPU"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
       echo "== nvidia library folders: ${nvdirs:-none found}"
-      for b in "$carry/bin/"*; do
+      for b in "$carry/bin/"* "$carry/examples/"*; do
         echo "== ldd $(basename "$b")"; ldd "$b" | grep -E "cublas|cudart|not found" || true
       done
     } 2>&1 | tee "$out/env.txt"
     "$carry/bin/test_cuda" --log_level=test_suite --report_level=detailed 2>&1 | tee "$out/test_cuda.txt"
     rc=${PIPESTATUS[0]}
     "$carry/bin/bench_cuda" 2>&1 | tee "$out/bench_cuda.txt"
+    # training epochs next to PyTorch eager on the same GPU (its python3 has torch with CUDA)
+    DEVICE=cuda PYTHON=${PYTHON:-python3} DATA="$carry/data" EPOCHS=${EPOCHS:-1} \
+      "$here/bench/train_vs_pytorch.sh" "$carry" 2>&1 | tee "$out/train_vs_pytorch.txt"
     echo "test_cuda exit status: $rc" | tee -a "$out/env.txt"
     exit "$rc"
     ;;

@@ -48,7 +48,7 @@ data::Dataset first(const data::Dataset& d, std::int64_t n) {
   return {d.images.rows(0, n), d.labels.rows(0, n), d.num_classes};
 }
 
-Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
+Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten, Device device) {
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(test, {.batch_size = 1000, .shuffle = false, .flatten = flatten});
@@ -56,7 +56,7 @@ Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten) {
          Tensor::empty(Shape{test.size(), test.num_classes}, DType::Float32)};
   std::int64_t correct = 0, at = 0;
   for (const data::Batch& b : loader) {
-    const Tensor logits = model.forward(b.images);
+    const Tensor logits = model.forward(b.images.to(device)).to(Device::CPU);
     QAT_REQUIRE(
         logits.dtype() == DType::Float32 && logits.dim() == 2 && logits.size(1) == test.num_classes,
         "evaluate", "the model must output float32 (N, ", test.num_classes, ") logits, got ",
@@ -264,7 +264,6 @@ std::int64_t save_training(const Options& o, const ModelFactory& f, nn::Module& 
 
 // --device cuda: a GPU, then one training step of `model` (a copy of its state moved to the
 // device) on zeros, so that the first op without a CUDA kernel is named before any training.
-// The loop itself (batches on the device) is not wired yet: it trains on the CPU only.
 void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::int64_t batch) {
   QAT_REQUIRE(cuda::is_available(), "--device cuda",
               "no usable CUDA device: ", cuda::unavailable_reason());
@@ -283,12 +282,13 @@ void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::
   }
   model.to(Device::CPU);
   io::load_into(model, saved);
-  throw Error(
-      "--device cuda: every op of this model has a CUDA kernel, but the training loop does not "
-      "move batches to the device yet");
 }
 
 int run_program(Options o, const ModelFactory& factory) {
+  if (o.device == "cuda") {
+    QAT_REQUIRE(!o.distributed, "--device cuda", "--distributed runs on CPU tensors (Gloo) only");
+    QAT_REQUIRE(o.distill.teacher.empty(), "--device cuda", "--distill runs the teacher on the CPU only");
+  }
   set_num_threads(o.threads);
   manual_seed(o.seed);
   // --distributed: one replica per process (torchrun's RANK / WORLD_SIZE / MASTER_ADDR /
@@ -360,7 +360,10 @@ int run_program(Options o, const ModelFactory& factory) {
 
   quant::PrepareReport prepared;
   nn::ModulePtr model = build_model(o, factory, &prepared, qat_from_fp32 ? &*from : nullptr);
-  if (o.device == "cuda") require_cuda_training(*model, factory, o.batch);
+  // --device cuda: the model, its optimizer state and each batch live on the GPU; the int8
+  // model (convert) and the files are made on the CPU after training.
+  const Device device = o.device == "cuda" ? Device::CUDA : Device::CPU;
+  if (device == Device::CUDA) require_cuda_training(*model, factory, o.batch);
   if (int8_file)
     quant::convert(*model, example_input(factory),
                    {.require_calibrated = false});  // the file brings the qparams
@@ -387,6 +390,7 @@ int run_program(Options o, const ModelFactory& factory) {
   }
 
   const data::Dataset train = first(data::load_fashion_mnist(o.data, true), o.train_limit);
+  model->to(device);  // before the optimizer: its state follows the parameters
   auto optimizer = make_optimizer(o, *model);
   auto schedule = make_schedule(o, *optimizer);
   data::DataLoader loader(train, {.batch_size = o.batch / world,
@@ -434,7 +438,12 @@ int run_program(Options o, const ModelFactory& factory) {
 
   // A non-finite input, loss, gradient or parameter, or a bad quantizer / BN state, stops training
   // with a DivergenceError (run() prints it, exits 2) before anything more is saved.
-  optim::DivergenceGuard guard(*model, *optimizer, {.first_step = global_step + 1});
+  // On CUDA the guard's checks copy to the host: gradients and parameters every 100 steps, and
+  // the quantizer-state check (host code) off.
+  optim::DivergenceGuard guard(*model, *optimizer,
+                               {.every = device == Device::CUDA ? 100 : 1,
+                                .check_state = device == Device::CPU,
+                                .first_step = global_step + 1});
   if (!o.save.empty()) guard.set_note("'" + o.save + "' is left as it was");
   Progress progress(loader.size(), o.epochs);
   Summary sum;
@@ -449,8 +458,9 @@ int run_program(Options o, const ModelFactory& factory) {
     for (const data::Batch& b : loader) {
       optimizer->zero_grad();
       guard.check_input(b.images);
-      const Tensor logits = ddp ? ddp->forward(b.images) : model->forward(b.images);
-      Tensor loss = teacher ? teacher->loss(logits, b) : cross_entropy(logits, b.labels);
+      const Tensor x = b.images.to(device), labels = b.labels.to(device);
+      const Tensor logits = ddp ? ddp->forward(x) : model->forward(x);
+      Tensor loss = teacher ? teacher->loss(logits, b) : cross_entropy(logits, labels);
       guard.check_loss(loss);
       loss.backward();
       guard.check_gradients();
@@ -470,10 +480,11 @@ int run_program(Options o, const ModelFactory& factory) {
       guard.set_note("the last checkpoint is kept ('" + o.save + "' after epoch " +
                      std::to_string(epoch) + ")");
     }
-    test_acc = evaluate(*model, test, factory.flatten_input).accuracy;
+    test_acc = evaluate(*model, test, factory.flatten_input, device).accuracy;
     progress.end_epoch(secs, "test_acc " + std::to_string(test_acc));
   }
   if (!lead) return 0;
+  model->to(Device::CPU);  // convert, the int8 comparison and the files: on the host
   if (const std::int64_t clamps = quant::learnable_range_clamps(*model))
     std::cerr << "warning: learned LSQ scales / PACT amax were clamped up to 1.19e-07 " << clamps
               << " times in training (the first clamp of each quantizer is reported above); lower the "

@@ -27,7 +27,8 @@ struct Eval {
   Tensor logits;       // float32 (N, classes)
 };
 /// Accuracy, predictions and logits in eval mode, without recording a graph.
-Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten);
+/// The batches go to `device` (where the model is); logits and predictions come back to the host.
+Eval evaluate(nn::Module& model, const data::Dataset& test, bool flatten, Device device = Device::CPU);
 
 /// Parses argv, trains and evaluates; returns the process exit status.
 int run(int argc, char** argv, const ModelFactory& factory);

@@ -9,6 +9,7 @@ namespace qat::detail {
 NonFinite find_nonfinite(const Tensor& t) {
   NonFinite r;
   if (!is_floating(t.dtype())) return r;
+  if (t.device() != Device::CPU) return find_nonfinite(t.to(Device::CPU));  // a host copy
   auto scan = [&]<class T>(const T* p) {
     const std::int64_t n = t.numel();
     if (kernels::all_finite(p, n)) return;

@@ -84,9 +84,13 @@ QConfigRegistry::QConfigRegistry() {
       .spec = QuantSpec::weight_per_channel(8), .kind = QK::LSQ, .observer = ObserverKind::MinMax};
   const QuantizerConfig a8_lsq{.spec = QuantSpec::activation_affine(8), .kind = QK::LSQ};
   register_config(preset("int8_lsq", w8_lsq, a8_lsq));
-  QuantizerConfig w4_lsq = w8_lsq;
-  w4_lsq.spec.bits = 4;
-  register_config(preset("int4_lsq", w4_lsq, a8_lsq));
+  // Narrower LSQ weights (per channel, int8 LSQ activations): int4_lsq, and int2/3/5/6 as
+  // mixed-precision candidates on either side of it.
+  for (const int bits : {2, 3, 4, 5, 6}) {
+    QuantizerConfig w = w8_lsq;
+    w.spec.bits = bits;
+    register_config(preset("int" + std::to_string(bits) + "_lsq", w, a8_lsq));
+  }
   // PACT-style learnable clipping [-amax, amax] of signed symmetric int8 activations (signed, so
   // that inputs and logits keep their sign), with int8 per-channel weights.
   const QuantizerConfig a8_pact{.spec = QuantSpec{.bits = 8, .is_signed = true, .symmetric = true},

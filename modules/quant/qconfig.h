@@ -60,7 +60,7 @@ std::shared_ptr<Quantizer> make_quantizer(const QuantizerConfig& config, const S
 ///   reg.set_module_name("classifier", "skip");
 class QConfigRegistry {
  public:
-  /// Registers the presets: int8_default, int8_lsq, int4_lsq, int8_pact, fp8_e4m3,
+  /// Registers the presets: int8_default, int8_lsq, int{2,3,4,5,6}_lsq, int8_pact, fp8_e4m3,
   /// int4_weight_block32, mxfp8, mxfp6, mxfp4, mxint8, nvfp4, int8_dyn_act_int4_weight; the
   /// global default is int8_default.
   QConfigRegistry();

@@ -268,6 +268,9 @@ BOOST_AUTO_TEST_CASE(option_bounds_are_readable) {
       {"--momentum 2", "--momentum: '2' is not in [0, 1]"},
       {"--weight-decay inf", "--weight-decay: 'inf' is not a finite number"},
       {"--batch 1.5", "--batch: '1.5' is not a whole number"},
+      // checked before any device, data or process group is touched
+      {"--device cuda --distributed", "--device cuda: --distributed runs on CPU tensors (Gloo) only"},
+      {"--device cuda --distill t.ckpt", "--device cuda: --distill runs the teacher on the CPU only"},
   };
   for (const auto& [args, want] : cases) {
     const Result r = run(mlp + args);

@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(convert_models)
 
 BOOST_AUTO_TEST_CASE(mlp_int8_agrees_with_fake_quant) {
-  for (const char* preset : {"int8_default", "int8_lsq", "int4_lsq", "int8_pact"}) {
+  for (const char* preset : {"int8_default", "int8_lsq", "int4_lsq", "int3_lsq", "int2_lsq", "int8_pact"}) {
     manual_seed(3);
     QConfigRegistry reg;
     reg.set_global(preset);

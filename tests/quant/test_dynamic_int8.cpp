@@ -202,7 +202,9 @@ BOOST_AUTO_TEST_CASE(hostile_values_and_refusals) {
   e = load_with("fc3.bias", 2, std::nan(""));
   BOOST_TEST(e.find("fc3.bias[2]") != std::string::npos, e);
   // constructor errors name the argument and the shape
-  DynamicQuantizedLinear::Options opt{.group = 32, .weight_bits = 4};
+  DynamicQuantizedLinear::Options opt;
+  opt.group = 32;
+  opt.weight_bits = 4;
   e = error_of([&] {
     DynamicQuantizedLinear(Tensor::zeros(Shape{4, 64}, DType::Int8), Tensor::ones(Shape{4, 3}), Tensor(),
                            opt);

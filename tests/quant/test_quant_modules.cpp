@@ -43,7 +43,12 @@ BOOST_AUTO_TEST_CASE(presets_and_precedence) {
     BOOST_TEST(reg.contains(name), name);
   BOOST_TEST(reg.get("int8_default").weight->spec == QuantSpec::weight_per_channel(8));
   BOOST_TEST(reg.get("int8_default").activation->spec == QuantSpec::activation_affine(8));
-  BOOST_TEST(reg.get("int4_lsq").weight->spec.bits == 4);
+  for (const int bits : {2, 3, 4, 5, 6}) {
+    const QConfig& c = reg.get("int" + std::to_string(bits) + "_lsq");
+    BOOST_TEST(c.weight->spec.bits == bits);
+    BOOST_TEST((c.weight->kind == QuantizerKind::LSQ && c.activation->kind == QuantizerKind::LSQ));
+    BOOST_TEST((c.weight->spec.granularity == Granularity::PerChannel));
+  }
   BOOST_TEST(!reg.get("int4_weight_block32").activation.has_value());
 
   BOOST_TEST(reg.resolve("features.0", "Conv2d").config == "int8_default");
