@@ -7,6 +7,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "examples/common/distill.h"
@@ -445,6 +446,9 @@ int run_program(Options o, const ModelFactory& factory) {
                                 .check_state = device == Device::CPU,
                                 .first_step = global_step + 1});
   if (!o.save.empty()) guard.set_note("'" + o.save + "' is left as it was");
+  // CUDA: batches go through pinned buffers, copied while the GPU runs the previous step
+  std::optional<cuda::PinnedStager> stage;
+  if (device == Device::CUDA) stage.emplace();
   Progress progress(loader.size(), o.epochs);
   Summary sum;
   std::int64_t save_bytes = 0;
@@ -458,7 +462,8 @@ int run_program(Options o, const ModelFactory& factory) {
     for (const data::Batch& b : loader) {
       optimizer->zero_grad();
       guard.check_input(b.images);
-      const Tensor x = b.images.to(device), labels = b.labels.to(device);
+      const Tensor x = stage ? stage->to_device(b.images) : b.images;
+      const Tensor labels = stage ? stage->to_device(b.labels) : b.labels;
       const Tensor logits = ddp ? ddp->forward(x) : model->forward(x);
       Tensor loss = teacher ? teacher->loss(logits, b) : cross_entropy(logits, labels);
       guard.check_loss(loss);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "framework/tensor/storage.h"
+#include "framework/tensor/tensor.h"
 
 namespace qat::cuda {
 
@@ -23,5 +24,31 @@ void synchronize();
 AllocatorStats allocator_stats();
 /// Returns every cached device buffer to CUDA (cudaFree).
 void empty_cache();
+
+/// Host -> device copies of input batches through page-locked (pinned) host buffers, so that the
+/// copy runs asynchronously while the GPU works on the previous step: to_device() copies the
+/// batch into the next of `slots` pinned buffers, queues cudaMemcpyAsync on the one stream
+/// (kernels queued after it read the data in order) and returns at once. A buffer is written
+/// again only after the copy that last used it has finished (an event per buffer); buffers grow
+/// to the largest batch seen and are freed with the stager.
+///
+///   cuda::PinnedStager stage;
+///   for (const data::Batch& b : loader) {
+///     const Tensor x = stage.to_device(b.images), y = stage.to_device(b.labels);
+///     ...
+class PinnedStager {
+ public:
+  explicit PinnedStager(int slots = 4);
+  ~PinnedStager();
+  PinnedStager(const PinnedStager&) = delete;
+  PinnedStager& operator=(const PinnedStager&) = delete;
+  /// A CUDA tensor with `host`'s shape, dtype and values (a contiguous CPU tensor; a CUDA one is
+  /// returned as it is). Throws qat::Error naming the function without a device.
+  Tensor to_device(const Tensor& host);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
 
 }  // namespace qat::cuda

@@ -17,6 +17,17 @@ void synchronize() {}
 AllocatorStats allocator_stats() { return {}; }
 void empty_cache() {}
 
+struct PinnedStager::Impl {};
+PinnedStager::PinnedStager(int slots) : impl_(nullptr) {
+  QAT_REQUIRE(slots >= 1 && slots <= 64, "cuda::PinnedStager", "slots must be in [1, 64], got ", slots);
+}
+PinnedStager::~PinnedStager() = default;
+Tensor PinnedStager::to_device(const Tensor& host) {
+  QAT_REQUIRE(host.defined(), "cuda::PinnedStager::to_device", "host is an undefined tensor");
+  detail::require_device("cuda::PinnedStager::to_device");
+  return host;
+}
+
 namespace detail {
 void require_device(const char* fn) { throw Error(qat::detail::concat(fn, ": no cuda:0: ", kWhy)); }
 void* allocate(std::size_t nbytes, std::size_t* capacity, const char* fn) {

@@ -56,6 +56,10 @@ BOOST_AUTO_TEST_CASE(cuda_op_without_device_is_a_clear_error) {
   auto m = mlp();
   BOOST_TEST(contains(error_of([&] { m->to(Device::CUDA); }), "cuda:0"));
   for (const auto& [name, t] : m->named_state()) BOOST_TEST((t.device() == Device::CPU), name);
+  cuda::PinnedStager stage;
+  const std::string ps = error_of([&] { (void)stage.to_device(Tensor::ones(Shape{4})); });
+  BOOST_TEST(contains(ps, "cuda::PinnedStager::to_device"), ps);
+  BOOST_TEST(contains(error_of([] { cuda::PinnedStager bad(0); }), "slots must be in [1, 64], got 0"));
   BOOST_TEST(cuda::allocator_stats().fresh_allocations == 0u);
   cuda::synchronize();  // no-ops without a device
   cuda::empty_cache();
@@ -120,6 +124,30 @@ BOOST_AUTO_TEST_CASE(copies_round_trip) {
   std::ostringstream os;
   os << z;
   BOOST_TEST(contains(os.str(), "device cuda"), os.str());
+}
+
+// Batches through pinned buffers: the values arrive, whatever the order of sizes and dtypes, with
+// more batches in flight than buffers (each buffer waits for its previous copy).
+BOOST_AUTO_TEST_CASE(pinned_stager_copies_batches) {
+  cuda::PinnedStager stage(2);
+  Generator gen(4);
+  std::vector<Tensor> host, dev;
+  for (std::int64_t n : {7, 1000003, 0, 33, 65537, 5}) {
+    host.push_back(Tensor::uniform(Shape{n, 3}, -2, 2, gen));
+    dev.push_back(stage.to_device(host.back()));
+    host.push_back(Tensor::full(Shape{n}, -n, DType::Int64));
+    dev.push_back(stage.to_device(host.back()));
+  }
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    BOOST_TEST((dev[i].device() == Device::CUDA));
+    BOOST_TEST((dev[i].shape() == host[i].shape()));
+    if (host[i].dtype() == DType::Int64)
+      BOOST_TEST(host[i].to_vector<std::int64_t>() == dev[i].to_vector<std::int64_t>(),
+                 boost::test_tools::per_element());
+    else
+      test::require_bits_equal(host[i], dev[i]);
+  }
+  BOOST_TEST((stage.to_device(dev[0]).device() == Device::CUDA));  // already there: itself
 }
 
 // A training step in steady state calls cudaMalloc zero times; empty_cache returns the cache.
