@@ -73,12 +73,11 @@ void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::Bac
   out.impl().grad_fn = std::move(node);
 }
 
-namespace {
-
-// A buffer nobody else can see may become a leaf's .grad without a copy.
 bool is_exclusive(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1;
 }
+
+namespace {
 
 void accumulate_leaf(const Tensor& leaf, Tensor g) {
   Tensor existing = leaf.grad();
@@ -161,6 +160,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       grads.erase(found);
       grad_inputs.assign(node.inputs.size(), Tensor());
       node.backward(g, node.inputs, grad_inputs);
+      g = Tensor();  // a backward that passed g on in place leaves its gradient exclusive
       for (std::size_t i = 0; i < node.inputs.size(); ++i) {
         const Tensor& in = node.inputs[i];
         Tensor& gi = grad_inputs[i];

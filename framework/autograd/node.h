@@ -36,6 +36,10 @@ bool should_record(const Ts&... inputs) {
 /// op calls it, recorded or not, so an OpObserver sees every op (graph capture).
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward);
 
+/// True when no other handle shares `t` or its storage: a backward may then write its
+/// grad_output in place and pass it on (as the engine makes a leaf's first gradient its .grad).
+bool is_exclusive(const Tensor& t);
+
 /// Sees every op on this thread, forward-only ones included (graph capture, see nn/graph.h).
 class OpObserver {
  public:

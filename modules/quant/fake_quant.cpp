@@ -75,12 +75,20 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
   autograd::record(out, name, {x},
                    [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
+                     const std::uint8_t* m = mask.data<std::uint8_t>();
+                     // float32 and nobody else sees g: zero its masked elements in place
+                     if (g.dtype() == DType::Float32 && autograd::is_exclusive(g)) {
+                       gi[0] = g;
+                       parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
+                         kernels::masked_zero(g.data<float>() + b, m + b, e - b);
+                       });
+                       return;
+                     }
                      gi[0] = Tensor::empty(g.shape(), g.dtype());
                      qat::detail::dispatch_float(g.dtype(), name, [&]<class T>() {
                        if constexpr (std::is_same_v<T, float>)
                          parallel_for(g.numel(), kParallelMin, [&](std::int64_t b, std::int64_t e) {
-                           kernels::masked_copy(g.data<T>() + b, mask.data<std::uint8_t>() + b,
-                                                gi[0].data<T>() + b, e - b);
+                           kernels::masked_copy(g.data<T>() + b, m + b, gi[0].data<T>() + b, e - b);
                          });
                        else
                          ste_run<T>(g.data<T>(), mask.data<std::uint8_t>(), gi[0].data<T>(), g.numel());

@@ -131,6 +131,30 @@ BOOST_AUTO_TEST_CASE(fake_quant_matches_reference) {
           F dref(n);
           qat::quant::detail::ste_run<float>(dy.data(), mref.data(), dref.data(), n);
           expect_bits(dx, dref, "masked_copy");
+          F dz = dy;
+          k::masked_zero(dz.data(), m.data(), n);
+          expect_bits(dz, dref, "masked_zero");
+        }
+      });
+    }
+}
+
+// In place, masks all ones (only read), all zeros and ones with isolated zeros (one per 70
+// elements: most vector-sized runs skipped, some not), against the reference STE.
+BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
+  for (std::int64_t n : kSizes)
+    for (int kind = 0; kind < 3; ++kind) {
+      U8 m(n, kind == 1 ? 0 : 1);
+      if (kind == 2)
+        for (std::int64_t i = 5; i < n; i += 70) m[i] = 0;
+      const F dy = data(n, 1.0f, -10, 10, 9, true);
+      F ref(n);
+      qat::quant::detail::ste_run<float>(dy.data(), m.data(), ref.data(), n);
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT("n " << n << " mask kind " << kind) {
+          F g = dy;
+          k::masked_zero(g.data(), m.data(), n);
+          expect_bits(g, ref, "masked_zero");
         }
       });
     }

@@ -102,6 +102,22 @@ BOOST_AUTO_TEST_CASE(fake_quantize_fp8_values_and_mask) {
 
 // ---- learnable amax -------------------------------------------------------------------------
 
+// The STE backward zeroes its gradient in place when nobody else holds it: an add hands the
+// same gradient to both fake quantizers, a reused output gets the sum; each must see its own mask.
+BOOST_AUTO_TEST_CASE(ste_gradient_shared_or_reused) {
+  Tensor x1 = vec({-3, -0.2f, 0.4f, 9, 1}).requires_grad_(),
+         x2 = vec({0.3f, 5, -0.1f, 0.2f, -4}).requires_grad_();
+  const Tensor gout = vec({1, 2, 3, 4, 5});
+  auto fq = [](const Tensor& x) { return fake_quantize_per_tensor_affine(x, 0.01f, 0, -128, 127); };
+  sum(mul(add(fq(x1), fq(x2)), gout)).backward();
+  BOOST_TEST(x1.grad().to_vector<float>() == (F{0, 2, 3, 0, 5}), tt::per_element());
+  BOOST_TEST(x2.grad().to_vector<float>() == (F{1, 0, 3, 4, 0}), tt::per_element());
+  Tensor x3 = vec({0.5f, -7, 0.25f, 2, -1}).requires_grad_();
+  const Tensor y = fq(x3);
+  sum(mul(add(y, y), gout)).backward();
+  BOOST_TEST(x3.grad().to_vector<float>() == (F{2, 0, 6, 0, 10}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(learnable_amax_by_hand) {
   // int8, amax 127: scale 1, y = clamp(round(clamp(x, -127, 127)), -128, 127)
   Tensor x = vec({-200, -127, -3.5f, 2.5f, 0.4f, 126.6f, 127, 300, kNaN}).requires_grad_();

@@ -61,8 +61,8 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #endif
 }
 
-/// v is NaN. (Highway's Ne on x86 is an ordered compare: false for NaN != NaN.)
-HWY_INLINE MF IsNan(VF v) { return hn::Not(hn::Eq(v, v)); }
+/// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
+HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
 
 /// Stores mask m as bytes 0 / 1.
 HWY_INLINE void StoreMaskBytes(MF m, std::uint8_t* p) {

@@ -12,14 +12,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
-// q = round(x inv) + z;  mask = [lo <= q <= hi];  y = (clamp(q) - z) s, the clamp as selects so
-// NaN (failing q > lo) maps to lo as in PyTorch
+// q = round(x inv) + z;  c = clamp(q, lo, hi);  mask = [lo <= q <= hi] = [c == q];
+// y = (c - z) s. The clamp is Max(q, lo) then Min(., hi): q > lo ? q : lo, c < hi ? c : hi on
+// every target (see minmax.cpp Fold), so NaN maps to lo as in PyTorch, with mask 0.
 HWY_INLINE void FqStep(const float* x, float* y, std::uint8_t* m, VF inv, VF s, VF z, VF lo, VF hi) {
   const DF df;
   const VF q = hn::Add(RoundEven(hn::Mul(hn::LoadU(df, x), inv)), z);
-  if (m != nullptr) StoreMaskBytes(hn::And(hn::Ge(q, lo), hn::Le(q, hi)), m);
-  VF c = hn::IfThenElse(hn::Gt(q, lo), q, lo);
-  c = hn::IfThenElse(hn::Lt(c, hi), c, hi);
+  const VF c = hn::Min(hn::Max(q, lo), hi);
+  if (m != nullptr) StoreMaskBytes(hn::Eq(c, q), m);
   hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
 }
 
@@ -83,6 +83,19 @@ void MaskedCopy(const float* dy, const std::uint8_t* mask, float* dx, std::int64
   std::memcpy(mb, mask + i, n - i);
   MaskedCopyStep(gb, mb, db);
   std::memcpy(dx + i, db, (n - i) * sizeof(float));
+}
+
+// g = mask ? g : 0 in place; runs of mask bytes that are all nonzero are only read.
+void MaskedZero(float* g, const std::uint8_t* mask, std::int64_t n) {
+  const hn::ScalableTag<std::uint8_t> d8;
+  const auto n8 = static_cast<std::int64_t>(hn::Lanes(d8));
+  std::int64_t i = 0;
+  for (; i + n8 <= n; i += n8) {
+    if (hn::AllFalse(d8, hn::Eq(hn::LoadU(d8, mask + i), hn::Zero(d8)))) continue;
+    for (std::int64_t j = i; j < i + n8; j += kNF) MaskedCopyStep(g + j, mask + j, g + j);
+  }
+  for (; i < n; ++i)
+    if (mask[i] == 0) g[i] = 0.0f;
 }
 
 struct AmaxConsts {
@@ -172,6 +185,7 @@ namespace qat::quant::kernels {
 HWY_EXPORT(FakeQuant);
 HWY_EXPORT(FakeQuantRows);
 HWY_EXPORT(MaskedCopy);
+HWY_EXPORT(MaskedZero);
 HWY_EXPORT(AmaxForward);
 HWY_EXPORT(AmaxBackward);
 
@@ -186,6 +200,9 @@ void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t 
 }
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
   QAT_DISPATCH(MaskedCopy)(dy, mask, dx, n);
+}
+void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n) {
+  QAT_DISPATCH(MaskedZero)(g, mask, n);
 }
 void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
                   bool is_signed, std::int64_t qmin, std::int64_t qmax) {

@@ -26,6 +26,9 @@ void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t 
                      std::int64_t qmax);
 /// dx = mask ? dy : 0 (the straight-through estimator).
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
+/// g = mask ? g : 0 in place (the same values as masked_copy), reading only the mask where it
+/// is all ones.
+void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n);
 
 /// LSQ backward on one run (PyTorch 1.13 fake_quantize_learnable_*_grad_kernel_cpu), zp the
 /// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax];

@@ -13,10 +13,12 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
-// lo = v < lo ? v : lo, hi = v > hi ? v : hi (so NaN never enters)
+// lo = v < lo ? v : lo, hi = v > hi ? v : hi (so NaN never enters): Min(v, lo) / Max(v, hi) in
+// this operand order are exactly that on every target (x86 minps / maxps return the second
+// operand when unordered or equal; Highway's scalar Min / Max return the non-NaN one)
 HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
-  lo = hn::IfThenElse(hn::Lt(v, lo), v, lo);
-  hi = hn::IfThenElse(hn::Gt(v, hi), v, hi);
+  lo = hn::Min(v, lo);
+  hi = hn::Max(v, hi);
   nan = hn::Or(nan, IsNan(v));
 }
 
