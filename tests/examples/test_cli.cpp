@@ -1,6 +1,7 @@
 // The example programs end to end on a small synthetic Fashion-MNIST-shaped data set: training,
 // checkpoints, int8 evaluation, exact resume, and the exit status and message on bad files.
 #define BOOST_TEST_MODULE qat_examples
+#include <unistd.h>
 #include <zlib.h>
 
 #include <boost/test/unit_test.hpp>
@@ -27,9 +28,12 @@ struct Result {
   std::string out, err;
 };
 
+// One folder per test process: two suites running at once (two checkouts) never share files.
+fs::path work_dir() { return fs::temp_directory_path() / ("qat_cli_" + std::to_string(::getpid())); }
+
 Result run(const std::string& args) {
   static int n = 0;
-  const fs::path dir = fs::temp_directory_path() / "qat_cli";
+  const fs::path dir = work_dir();
   const std::string out = (dir / ("out" + std::to_string(n))).string(),
                     err = (dir / ("err" + std::to_string(n++))).string();
   const int rc = std::system((args + " >" + out + " 2>" + err).c_str());
@@ -83,7 +87,7 @@ void write_idx(const fs::path& dir, const std::string& prefix, int n, std::uint6
 }
 
 struct Fixture {
-  fs::path dir = fs::temp_directory_path() / "qat_cli";
+  fs::path dir = work_dir();
   std::string data;
   Fixture() {
     fs::remove_all(dir);
