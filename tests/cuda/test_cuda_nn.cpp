@@ -11,6 +11,7 @@
 #include "cuda_test_util.h"
 #include "framework/autograd/ops.h"
 #include "framework/kernels/cuda/philox.h"
+#include "framework/kernels/cuda/window.h"
 #include "framework/optim/adam.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/error.h"
@@ -57,6 +58,124 @@ BOOST_AUTO_TEST_CASE(philox_known_answers) {
     below += u < 0.5;
   }
   BOOST_TEST(std::abs(below - 5000) < 300);
+}
+
+// The per-element code of the im2col / col2im and pooling kernels (window.h) run on the host
+// against the CPU ops: conv2d rebuilt from im2col_at and double GEMMs (forward, dx through
+// col2im_at, dW), pooling bit-exact with its gradients. No device needed.
+BOOST_AUTO_TEST_CASE(kernel_index_math_on_host) {
+  namespace win = kernels::cuda::window;
+  using i64 = std::int64_t;
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  std::uint64_t seed = 1000;
+  for (const Case& c : {Case{Shape{2, 5, 11, 13}, Shape{7, 5, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+                        Case{Shape{2, 3, 17, 9}, Shape{4, 3, 3, 2}, {{2, 1}, {0, 0}, {2, 1}, 1}},
+                        Case{Shape{2, 6, 13, 15}, Shape{9, 2, 3, 3}, {{2, 3}, {1, 2}, {1, 2}, 3}},
+                        Case{Shape{1, 4, 9, 7}, Shape{4, 1, 5, 5}, {{3, 1}, {2, 2}, {1, 1}, 4}}}) {
+    BOOST_TEST_CONTEXT("x " << c.x << " w " << c.w) {
+      const Tensor x = leaf(rnd(c.x, seed++)), w = leaf(rnd(c.w, seed++, -0.5, 0.5));
+      const Tensor y = conv2d(x, w, Tensor(), c.p);
+      const Tensor gy = rnd(y.shape(), seed++);
+      y.backward(gy);
+      const i64 N = c.x[0], C = c.x[1], O = c.w[0], G = c.p.groups, Og = O / G,
+                K = C / G * c.w[2] * c.w[3];
+      const kernels::cuda::ConvDims d{C,
+                                      c.x[2],
+                                      c.x[3],
+                                      c.w[2],
+                                      c.w[3],
+                                      c.p.stride[0],
+                                      c.p.stride[1],
+                                      c.p.padding[0],
+                                      c.p.padding[1],
+                                      c.p.dilation[0],
+                                      c.p.dilation[1],
+                                      y.size(2),
+                                      y.size(3)};
+      const i64 P = d.Ho * d.Wo, CK = G * K;
+      const std::vector<float> xv = x.to_vector<float>(), wv = w.to_vector<float>(),
+                               gv = gy.to_vector<float>();
+      std::vector<float> col(N * CK * P), yv(N * O * P), dcol(N * CK * P), dx(N * C * d.H * d.W),
+          dw(O * K);
+      for (i64 i = 0; i < N * CK * P; ++i) col[i] = win::im2col_at(xv.data(), d, i);
+      for (i64 n = 0; n < N; ++n)
+        for (i64 g = 0; g < G; ++g)
+          for (i64 o = 0; o < Og; ++o)
+            for (i64 k = 0; k < K; ++k) {
+              double sw = 0;
+              for (i64 p = 0; p < P; ++p) {
+                double sy = 0, sc = 0;
+                if (k == 0)
+                  for (i64 kk = 0; kk < K; ++kk)
+                    sy += double(wv[(g * Og + o) * K + kk]) * col[(n * CK + g * K + kk) * P + p];
+                if (k == 0) yv[(n * O + g * Og + o) * P + p] = static_cast<float>(sy);
+                if (o == 0)
+                  for (i64 oo = 0; oo < Og; ++oo)
+                    sc += double(wv[(g * Og + oo) * K + k]) * gv[(n * O + g * Og + oo) * P + p];
+                if (o == 0) dcol[(n * CK + g * K + k) * P + p] = static_cast<float>(sc);
+                sw += double(gv[(n * O + g * Og + o) * P + p]) * col[(n * CK + g * K + k) * P + p];
+              }
+              dw[(g * Og + o) * K + k] += static_cast<float>(sw);
+            }
+      for (i64 i = 0; i < static_cast<i64>(dx.size()); ++i) dx[i] = win::col2im_at(dcol.data(), d, i);
+      require_close(y, Tensor::from_vector(yv, y.shape()), 1e-5);
+      require_close(x.grad(), Tensor::from_vector(dx, x.shape()), 1e-5);
+      require_close(w.grad(), Tensor::from_vector(dw, w.shape()), 1e-4);
+    }
+  }
+  // pooling: bit-exact with the CPU ops, forward and backward
+  auto pool_dims = [](const Tensor& x, const Tensor& y, Pool2dParams p, bool adaptive) {
+    const Pair s = p.stride == Pair{0, 0} ? p.kernel : p.stride;
+    return kernels::cuda::PoolDims{
+        x.size(0) * x.size(1), x.size(2), x.size(3), y.size(2),    y.size(3),    p.kernel[0],
+        p.kernel[1],           s[0],      s[1],      p.padding[0], p.padding[1], adaptive,
+        p.count_include_pad};
+  };
+  for (const auto& [s, p] :
+       {std::pair{Shape{2, 3, 8, 10}, Pool2dParams{{2, 2}, {0, 0}, {0, 0}, true}},
+        std::pair{Shape{2, 3, 7, 9}, Pool2dParams{{2, 2}, {0, 0}, {0, 0}, true}},
+        std::pair{Shape{3, 2, 11, 13}, Pool2dParams{{3, 3}, {2, 2}, {1, 1}, true}},
+        std::pair{Shape{1, 7, 9, 5}, Pool2dParams{{3, 2}, {1, 2}, {1, 0}, false}},
+        std::pair{Shape{1, 2, 30, 3}, Pool2dParams{{5, 3}, {3, 1}, {2, 1}, false}}}) {
+    BOOST_TEST_CONTEXT("pool x " << s) {
+      for (bool max_pool : {true, false}) {
+        const Tensor x = leaf(max_pool ? ties(s, seed++) : rnd(s, seed++));
+        const Tensor y = max_pool ? max_pool2d(x, p) : avg_pool2d(x, p);
+        const Tensor g = rnd(y.shape(), seed++);
+        y.backward(g);
+        const kernels::cuda::PoolDims d = pool_dims(x, y, p, false);
+        const std::vector<float> xv = x.to_vector<float>(), gv = g.to_vector<float>();
+        std::vector<float> yv(y.numel()), dx(x.numel());
+        std::vector<i64> at(y.numel());
+        for (i64 i = 0; i < y.numel(); ++i)
+          yv[i] =
+              max_pool ? win::max_pool_at(xv.data(), d, i, &at[i]) : win::avg_pool_at(xv.data(), d, i);
+        for (i64 i = 0; i < x.numel(); ++i)
+          dx[i] = max_pool ? win::max_pool_grad_at(gv.data(), at.data(), d, i)
+                           : win::avg_pool_grad_at(gv.data(), d, i);
+        require_bits_equal(y, Tensor::from_vector(yv, y.shape()));
+        require_bits_equal(x.grad(), Tensor::from_vector(dx, x.shape()));
+      }
+    }
+  }
+  for (const auto& [s, out] :
+       {std::pair{Shape{2, 3, 7, 11}, Pair{3, 5}}, std::pair{Shape{1, 4, 5, 5}, Pair{7, 2}},
+        std::pair{Shape{2, 3, 3, 3}, Pair{1, 1}}}) {
+    const Tensor x = leaf(rnd(s, seed++));
+    const Tensor y = adaptive_avg_pool2d(x, out);
+    const Tensor g = rnd(y.shape(), seed++);
+    y.backward(g);
+    const kernels::cuda::PoolDims d = pool_dims(x, y, {{0, 0}, {1, 1}, {0, 0}, false}, true);
+    const std::vector<float> xv = x.to_vector<float>(), gv = g.to_vector<float>();
+    std::vector<float> yv(y.numel()), dx(x.numel());
+    for (i64 i = 0; i < y.numel(); ++i) yv[i] = win::avg_pool_at(xv.data(), d, i);
+    for (i64 i = 0; i < x.numel(); ++i) dx[i] = win::avg_pool_grad_at(gv.data(), d, i);
+    require_bits_equal(y, Tensor::from_vector(yv, y.shape()));
+    require_bits_equal(x.grad(), Tensor::from_vector(dx, x.shape()));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE(cuda_nn, *boost::unit_test::precondition(has_cuda_device))

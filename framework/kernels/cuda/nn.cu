@@ -6,47 +6,25 @@
 
 #include "framework/kernels/cuda/kernels.h"
 #include "framework/kernels/cuda/launch.h"
+#include "framework/kernels/cuda/window.h"
 
 namespace qat::kernels::cuda {
 namespace {
 
 using i64 = std::int64_t;
 
-// ---- convolution ----
+// ---- convolution and pooling: one thread per output element (window.h) ----
 
-// col[n][(c*kh + i)*kw + j][oh*Wo + ow] = x[n][c][oh*sh - ph + i*dh][ow*sw - pw + j*dw] or 0
 template <class T>
 __global__ void im2col_kernel(const T* x, T* col, ConvDims d, i64 total) {
-  const i64 P = d.Ho * d.Wo, CK = d.C * d.kh * d.kw;
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 p = idx % P, r = idx / P % CK, n = idx / (P * CK);
-    const i64 j = r % d.kw, i = r / d.kw % d.kh, c = r / (d.kh * d.kw);
-    const i64 h = p / d.Wo * d.sh - d.ph + i * d.dh, w = p % d.Wo * d.sw - d.pw + j * d.dw;
-    col[idx] = h >= 0 && h < d.H && w >= 0 && w < d.W ? x[((n * d.C + c) * d.H + h) * d.W + w] : T(0);
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    col[idx] = window::im2col_at(x, d, idx);
 }
 
-// dx[n][c][h][w] = sum over taps (i, j) with h = oh*sh - ph + i*dh, w = ow*sw - pw + j*dw of
-// col[n][(c*kh + i)*kw + j][oh*Wo + ow], in tap order
 template <class T>
 __global__ void col2im_kernel(const T* col, T* dx, ConvDims d, i64 total) {
-  const i64 P = d.Ho * d.Wo, CK = d.C * d.kh * d.kw;
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 w = idx % d.W, h = idx / d.W % d.H, c = idx / (d.H * d.W) % d.C,
-              n = idx / (d.C * d.H * d.W);
-    const T* base = col + (n * CK + c * d.kh * d.kw) * P;
-    T acc = 0;
-    for (i64 i = 0; i < d.kh; ++i) {
-      const i64 hh = h + d.ph - i * d.dh;
-      if (hh < 0 || hh % d.sh != 0 || hh / d.sh >= d.Ho) continue;
-      for (i64 j = 0; j < d.kw; ++j) {
-        const i64 ww = w + d.pw - j * d.dw;
-        if (ww < 0 || ww % d.sw != 0 || ww / d.sw >= d.Wo) continue;
-        acc += base[(i * d.kw + j) * P + hh / d.sh * d.Wo + ww / d.sw];
-      }
-    }
-    dx[idx] = acc;
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    dx[idx] = window::col2im_at(col, d, idx);
 }
 
 template <class T>
@@ -54,104 +32,28 @@ __global__ void channel_fill_kernel(const T* b, T* out, i64 O, i64 P, i64 total)
   for (i64 i = global_index(); i < total; i += global_stride()) out[i] = b[i / P % O];
 }
 
-// ---- pooling ----
-
-struct Window {
-  i64 lo, hi;
-  double count;
-};
-
-// Window o along one axis of n_in inputs (n_out outputs, kernel k, stride s, padding p).
-__device__ Window window(i64 o, i64 n_in, i64 n_out, i64 k, i64 s, i64 p, const PoolDims& d) {
-  if (d.adaptive) {
-    const i64 lo = o * n_in / n_out, hi = ((o + 1) * n_in + n_out - 1) / n_out;
-    return {lo, hi, static_cast<double>(hi - lo)};
-  }
-  const i64 start = o * s - p, end = min(start + k, n_in + p);
-  const i64 lo = max(start, i64(0)), hi = min(end, n_in);
-  return {lo, hi, static_cast<double>(d.count_include_pad ? end - start : hi - lo)};
-}
-__device__ Window row_window(i64 oh, const PoolDims& d) {
-  return window(oh, d.H, d.Ho, d.kh, d.sh, d.ph, d);
-}
-__device__ Window col_window(i64 ow, const PoolDims& d) {
-  return window(ow, d.W, d.Wo, d.kw, d.sw, d.pw, d);
-}
-// The first window along an axis that may hold input h: no earlier one does.
-__device__ i64 first_window(i64 h, i64 n_in, i64 n_out, i64 k, i64 s, i64 p, const PoolDims& d) {
-  if (d.adaptive) return h * n_out / n_in;
-  return h + p < k ? 0 : (h + p - k) / s + 1;
-}
-
-// Calls f(o, window) for the windows holding input (h, w), in output order.
-template <class F>
-__device__ void for_each_window(i64 h, i64 w, const PoolDims& d, F f) {
-  for (i64 oh = first_window(h, d.H, d.Ho, d.kh, d.sh, d.ph, d); oh < d.Ho; ++oh) {
-    const Window rw = row_window(oh, d);
-    if (rw.lo > h) break;
-    if (h >= rw.hi) continue;
-    for (i64 ow = first_window(w, d.W, d.Wo, d.kw, d.sw, d.pw, d); ow < d.Wo; ++ow) {
-      const Window cw = col_window(ow, d);
-      if (cw.lo > w) break;
-      if (w >= cw.hi) continue;
-      f(oh * d.Wo + ow, rw.count * cw.count);
-    }
-  }
-}
-
 template <class T>
 __global__ void max_pool_kernel(const T* x, T* y, i64* at, PoolDims d, i64 total) {
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 ow = idx % d.Wo, oh = idx / d.Wo % d.Ho, pl = idx / (d.Ho * d.Wo);
-    const Window rw = row_window(oh, d), cw = col_window(ow, d);
-    const T* in = x + pl * d.H * d.W;
-    T best = -INFINITY;
-    i64 arg = rw.lo * d.W + cw.lo;
-    for (i64 h = rw.lo; h < rw.hi; ++h)
-      for (i64 c = cw.lo; c < cw.hi; ++c) {
-        const T v = in[h * d.W + c];
-        if (v > best || v != v) best = v, arg = h * d.W + c;
-      }
-    y[idx] = best;
-    at[idx] = arg;
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    y[idx] = window::max_pool_at(x, d, idx, at + idx);
 }
 
 template <class T>
 __global__ void max_pool_backward_kernel(const T* g, const i64* at, T* dx, PoolDims d, i64 total) {
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 w = idx % d.W, h = idx / d.W % d.H, pl = idx / (d.H * d.W);
-    const i64 self = h * d.W + w, first = pl * d.Ho * d.Wo;
-    T acc = 0;
-    for_each_window(h, w, d, [&](i64 o, double) {
-      if (at[first + o] == self) acc += g[first + o];
-    });
-    dx[idx] = acc;
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    dx[idx] = window::max_pool_grad_at(g, at, d, idx);
 }
 
 template <class T>
 __global__ void avg_pool_kernel(const T* x, T* y, PoolDims d, i64 total) {
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 ow = idx % d.Wo, oh = idx / d.Wo % d.Ho, pl = idx / (d.Ho * d.Wo);
-    const Window rw = row_window(oh, d), cw = col_window(ow, d);
-    const T* in = x + pl * d.H * d.W;
-    T s = 0;
-    for (i64 h = rw.lo; h < rw.hi; ++h)
-      for (i64 c = cw.lo; c < cw.hi; ++c) s += in[h * d.W + c];
-    y[idx] = s / static_cast<T>(rw.count * cw.count);
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    y[idx] = window::avg_pool_at(x, d, idx);
 }
 
 template <class T>
 __global__ void avg_pool_backward_kernel(const T* g, T* dx, PoolDims d, i64 total) {
-  for (i64 idx = global_index(); idx < total; idx += global_stride()) {
-    const i64 w = idx % d.W, h = idx / d.W % d.H, pl = idx / (d.H * d.W);
-    const T* gp = g + pl * d.Ho * d.Wo;
-    T acc = 0;
-    for_each_window(h, w, d, [&](i64 o, double count) { acc += gp[o] / static_cast<T>(count); });
-    dx[idx] = acc;
-  }
+  for (i64 idx = global_index(); idx < total; idx += global_stride())
+    dx[idx] = window::avg_pool_grad_at(g, d, idx);
 }
 
 // ---- batch normalisation ----

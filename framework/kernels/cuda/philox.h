@@ -6,10 +6,12 @@
 #include <array>
 #include <cstdint>
 
+#ifndef QAT_HOST_DEVICE
 #ifdef __CUDACC__
 #define QAT_HOST_DEVICE __host__ __device__
 #else
 #define QAT_HOST_DEVICE
+#endif
 #endif
 
 namespace qat::kernels::cuda {
