@@ -12,6 +12,7 @@
 #include "framework/autograd/ops.h"
 #include "framework/kernels/cuda/philox.h"
 #include "framework/kernels/cuda/window.h"
+#include "framework/nn/nn.h"
 #include "framework/optim/adam.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/error.h"
@@ -507,6 +508,53 @@ BOOST_AUTO_TEST_CASE(optimizers_multi_tensor) {
         if (t.dtype() != DType::Int64) BOOST_TEST((t.device() == Device::CUDA));
     }
   }
+}
+
+// A small CNN (conv, batch norm, relu, pools, linear, cross entropy, SGD with momentum) trained a
+// few steps on the CPU and, moved with Module::to, on CUDA: the same losses, parameters and
+// buffers (num_batches_tracked counted on the device) within float32 tolerance.
+BOOST_AUTO_TEST_CASE(small_cnn_trains_alike) {
+  auto make = [] {
+    manual_seed(7);
+    using namespace nn;
+    return std::make_shared<Sequential>(std::initializer_list<ModulePtr>{
+        std::make_shared<Conv2d>(3, 8, 3, Conv2dParams{.padding = {1, 1}}),
+        std::make_shared<BatchNorm2d>(8), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+        std::make_shared<Conv2d>(8, 12, 3, Conv2dParams{.stride = {2, 2}}), std::make_shared<ReLU>(),
+        std::make_shared<AdaptiveAvgPool2d>(Pair{1, 1}), std::make_shared<Flatten>(),
+        std::make_shared<Linear>(12, 5)});
+  };
+  auto host = make(), dev = make();
+  dev->to(Device::CUDA);
+  optim::SGD oh(host->named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD od(dev->named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  const Tensor x = rnd(Shape{6, 3, 13, 11}, 1200);
+  std::vector<std::int64_t> y{0, 1, 2, 3, 4, 2};
+  const Tensor labels = Tensor::from_vector(y, Shape{6});
+  for (int step = 0; step < 4; ++step) {
+    oh.zero_grad(), od.zero_grad();
+    const Tensor lh = cross_entropy((*host)(x), labels);
+    const Tensor ld = cross_entropy((*dev)(x.to(Device::CUDA)), labels.to(Device::CUDA));
+    BOOST_TEST(std::abs(lh.item() - ld.item()) <= 1e-4 * std::max(1.0, std::abs(lh.item())));
+    lh.backward();
+    ld.backward();
+    oh.step(), od.step();
+  }
+  const NamedTensors ph = host->named_parameters(), pd = dev->named_parameters();
+  for (std::size_t i = 0; i < ph.size(); ++i) BOOST_TEST_CONTEXT(ph[i].first) {
+      require_close(ph[i].second, pd[i].second.to(Device::CPU), 1e-3);
+    }
+  const NamedTensors bh = host->named_buffers(), bd = dev->named_buffers();
+  for (std::size_t i = 0; i < bh.size(); ++i) {
+    BOOST_TEST_CONTEXT(bh[i].first) {
+      if (bh[i].second.dtype() == DType::Int64)
+        BOOST_TEST(bh[i].second.item() == bd[i].second.to(Device::CPU).item());
+      else
+        require_close(bh[i].second, bd[i].second.to(Device::CPU), 1e-3);
+    }
+  }
+  host->eval(), dev->eval();
+  require_close((*host)(x), (*dev)(x.to(Device::CUDA)), 1e-3);
 }
 
 // Ops without a CUDA kernel yet say so, naming the op and the device.

@@ -136,6 +136,8 @@ __global__ void repeat_rows_kernel(const T* row, T* out, std::int64_t rows, std:
   for (std::int64_t i = global_index(); i < n; i += global_stride()) out[i] = row[i % cols];
 }
 
+__global__ void increment_kernel(std::int64_t* counter) { *counter += 1; }
+
 template <class U>
 __global__ void fill_kernel(U* dst, U value, std::int64_t n) {
   for (std::int64_t i = global_index(); i < n; i += global_stride()) dst[i] = value;
@@ -192,6 +194,11 @@ void fill_as(void* dst, const void* value, std::int64_t n, const char* fn) {
 QAT_CUDA_ELEMENTWISE(float)
 QAT_CUDA_ELEMENTWISE(double)
 #undef QAT_CUDA_ELEMENTWISE
+
+void increment(std::int64_t* counter) {
+  increment_kernel<<<1, 1, 0, stream("increment")>>>(counter);
+  QAT_CUDA_CHECK_LAUNCH("increment");
+}
 
 }  // namespace qat::kernels::cuda
 

@@ -62,6 +62,8 @@ void dropout(const float* x, float* mask, float* y, std::int64_t n, double p, do
              std::uint64_t seed);
 void dropout(const double* x, double* mask, double* y, std::int64_t n, double p, double keep,
              std::uint64_t seed);
+/// *counter += 1 (a batch counter kept on the device, e.g. BatchNorm's num_batches_tracked)
+void increment(std::int64_t* counter);
 /// dst[i] += src[i]
 void add_inplace(float* dst, const float* src, std::int64_t n);
 void add_inplace(double* dst, const double* src, std::int64_t n);

@@ -112,6 +112,8 @@ namespace {
   void adam_step(const std::vector<StepTensor<T>>& ts, const AdamScalars<T>&) {                        \
     if (!ts.empty()) none("Adam::step");                                                               \
   }
+void increment(std::int64_t*) { none("increment"); }
+
 QAT_CUDA_NONE(float)
 QAT_CUDA_NONE(double)
 #undef QAT_CUDA_NONE
