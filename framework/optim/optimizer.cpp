@@ -95,7 +95,8 @@ void Optimizer::load_state(const NamedTensors& entries) {
     auto& row = fresh[pi->second];
     row.resize(spec.size());
     QAT_REQUIRE(!row[si->second].defined(), fn, "entry '", key, "' appears twice");
-    row[si->second] = slot.per_element ? t.to(p.device()).clone() : t.clone();
+    // per-element slots live on their parameter's device
+    row[si->second] = slot.per_element && t.device() != p.device() ? t.to(p.device()) : t.clone();
   }
   for (std::size_t i = 0; i < fresh.size(); ++i)
     for (std::size_t s = 0; s < fresh[i].size(); ++s)
