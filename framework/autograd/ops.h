@@ -104,7 +104,8 @@ struct Conv2dParams {
   std::int64_t groups = 1;
 };
 /// x (N,C,H,W), weight (O,C/groups,kh,kw), optional bias (O) -> (N,O,Ho,Wo).
-/// GEMMs per image and group that read the im2col matrix from a padded copy of the image.
+/// GEMMs per image and group that read the im2col matrix from a padded copy of the image; on
+/// CUDA, im2col of a chunk of images and cuBLAS GEMMs.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
 
@@ -128,6 +129,8 @@ Tensor global_avg_pool2d(const Tensor& x);
 Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 /// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p) when training.
+/// On CUDA the mask is Philox keyed by one draw of `gen` (the same seed, the same mask; not the
+/// CPU's mask).
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 }  // namespace qat

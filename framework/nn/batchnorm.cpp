@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/nn/state_check.h"
 
 namespace qat::nn {
@@ -37,7 +38,10 @@ void BatchNorm2d::check_input(const Tensor& x) const {
 Tensor BatchNorm::forward(const Tensor& x) {
   check_input(x);
   const bool batch_stats = is_training() && !frozen_;  // frozen: as in eval mode
-  if (batch_stats) ++*num_batches_tracked_.data<std::int64_t>();
+  if (batch_stats && num_batches_tracked_.device() == Device::CUDA)
+    kernels::cuda::increment(num_batches_tracked_.cuda_data<std::int64_t>());  // no host sync
+  else if (batch_stats)
+    ++*num_batches_tracked_.data<std::int64_t>();
   return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_);
 }
 

@@ -33,6 +33,7 @@ class Adam : public Optimizer {
   Adam(NamedTensors params, const Options& options, const char* fn, bool decoupled);
   std::vector<Slot> slots() const override;
   void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) override;
+  void update_cuda(std::vector<CudaUpdate>& batch) override;
 
  private:
   Options options_;

@@ -13,8 +13,8 @@ Optimizer::Optimizer(NamedTensors params, double lr, const char* fn)
   std::set<std::string> seen;
   for (const auto& [name, p] : params_) {
     QAT_REQUIRE(p.defined(), fn, "parameter '", name, "' is an undefined tensor");
-    QAT_REQUIRE(is_floating(p.dtype()) && p.device() == Device::CPU, fn, "parameter '", name,
-                "' must be a float32 or float64 CPU tensor, got ", dtype_name(p.dtype()), " on ",
+    QAT_REQUIRE(is_floating(p.dtype()), fn, "parameter '", name,
+                "' must be a float32 or float64 tensor, got ", dtype_name(p.dtype()), " on ",
                 device_name(p.device()));
     // A parameter may be frozen for now (requires_grad false, e.g. a learnable quantizer in its
     // warm-up): it has no gradient and step() skips it until it gets one.
@@ -26,13 +26,25 @@ Optimizer::Optimizer(NamedTensors params, double lr, const char* fn)
 void Optimizer::step() {
   NoGradGuard no_grad;
   const std::size_t n_slots = slots().size();
+  std::vector<CudaUpdate> on_cuda;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    common_device(kind().c_str(), {{params_[i].first.c_str(), &p}, {"grad", &g}});
     state_[i].resize(n_slots);
-    update(p, g, state_[i]);
+    if (p.device() == Device::CUDA)
+      on_cuda.push_back({&p, g, &state_[i]});
+    else
+      update(p, g, state_[i]);
   }
+  if (!on_cuda.empty()) update_cuda(on_cuda);
+}
+
+void Optimizer::update_cuda(std::vector<CudaUpdate>& batch) {
+  throw Error(detail::concat(kind(), ": not implemented on CUDA yet (parameter ",
+                             dtype_name(batch.front().param->dtype()), batch.front().param->shape(),
+                             " is on cuda)"));
 }
 
 void Optimizer::zero_grad() {
@@ -83,7 +95,8 @@ void Optimizer::load_state(const NamedTensors& entries) {
     auto& row = fresh[pi->second];
     row.resize(spec.size());
     QAT_REQUIRE(!row[si->second].defined(), fn, "entry '", key, "' appears twice");
-    row[si->second] = t.clone();
+    // per-element slots live on their parameter's device
+    row[si->second] = slot.per_element && t.device() != p.device() ? t.to(p.device()) : t.clone();
   }
   for (std::size_t i = 0; i < fresh.size(); ++i)
     for (std::size_t s = 0; s < fresh[i].size(); ++s)

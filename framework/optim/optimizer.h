@@ -10,8 +10,10 @@ namespace qat::optim {
 
 /// Base of the optimizers: holds named parameters and their per-parameter state.
 ///
-/// Parameters are float leaf tensors with requires_grad; `step()` updates their data in place
-/// (no graph is recorded). A parameter whose grad() is undefined is skipped, as in PyTorch.
+/// Parameters are float leaf tensors with requires_grad, on the CPU or CUDA; `step()` updates
+/// their data in place (no graph is recorded). A parameter whose grad() is undefined is skipped,
+/// as in PyTorch. The CUDA parameters of a step are updated together (update_cuda: one fused
+/// multi-tensor launch), their state kept on the device.
 ///
 /// State is kept per parameter name in "slots" (e.g. SGD's "momentum_buffer", Adam's
 /// "exp_avg"). `state()` exposes it as "<param>.<slot>" entries, so a checkpoint can save and
@@ -64,6 +66,15 @@ class Optimizer {
   /// Updates `param` in place from `grad`; `state` holds this parameter's slots in slots()
   /// order, undefined before its first update (the update creates them).
   virtual void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) = 0;
+  /// A CUDA parameter with its gradient and state slots, for update_cuda.
+  struct CudaUpdate {
+    Tensor* param;
+    Tensor grad;
+    std::vector<Tensor>* state;
+  };
+  /// Updates every CUDA parameter of a step (all with a gradient on the device). The default
+  /// throws: an optimizer without a CUDA kernel names itself.
+  virtual void update_cuda(std::vector<CudaUpdate>& batch);
 
  private:
   NamedTensors params_;

@@ -29,6 +29,7 @@ class SGD : public Optimizer {
  protected:
   std::vector<Slot> slots() const override;
   void update(Tensor& param, const Tensor& grad, std::vector<Tensor>& state) override;
+  void update_cuda(std::vector<CudaUpdate>& batch) override;
 
  private:
   Options options_;

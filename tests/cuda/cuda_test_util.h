@@ -2,6 +2,7 @@
 // Helpers of the CUDA tests: the device precondition and CPU / CUDA comparisons.
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "framework/tensor/cuda.h"
@@ -33,6 +34,50 @@ inline void require_close(const Tensor& cpu, const Tensor& gpu, double tol) {
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!(std::abs(a[i] - b[i]) <= tol * std::max(1.0f, std::abs(a[i]))))
       BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
+}
+
+/// A detached copy that requires grad.
+inline Tensor leaf(const Tensor& t) {
+  Tensor l = t.detach();
+  l.requires_grad_();
+  return l;
+}
+
+/// Uniform in [lo, hi) of shape s.
+inline Tensor rnd(const Shape& s, std::uint64_t seed, double lo = -2, double hi = 2) {
+  Generator gen(seed);
+  return Tensor::uniform(s, lo, hi, gen);
+}
+
+/// f on a CPU copy and a CUDA copy of the inputs: outputs and every input's gradient compared
+/// (bit-exact when tol is 0, else within tol), the backward seeded with the same random
+/// gradient. Inputs with requires_grad false in `frozen` (by index) get no gradient.
+inline void compare(const std::vector<Tensor>& inputs,
+                    const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol,
+                    double grad_tol = -1, const std::vector<bool>& frozen = {}) {
+  if (grad_tol < 0) grad_tol = tol;
+  std::vector<Tensor> hc, dc;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const bool fz = i < frozen.size() && frozen[i];
+    hc.push_back(fz ? inputs[i] : leaf(inputs[i]));
+    dc.push_back(fz ? inputs[i].to(Device::CUDA) : leaf(inputs[i].to(Device::CUDA)));
+  }
+  const Tensor yh = f(hc), yd = f(dc);
+  BOOST_REQUIRE((yd.device() == Device::CUDA));
+  tol == 0 ? require_bits_equal(yh, yd) : require_close(yh, yd, tol);
+  Generator gen(11);
+  const Tensor g = Tensor::uniform(yh.shape(), -1, 1, gen);
+  yh.backward(g);
+  yd.backward(g.to(Device::CUDA));
+  for (std::size_t i = 0; i < hc.size(); ++i) {
+    if (!hc[i].requires_grad()) continue;
+    BOOST_TEST_CONTEXT("gradient of input " << i) {
+      BOOST_REQUIRE(dc[i].grad().defined());
+      BOOST_TEST((dc[i].grad().device() == Device::CUDA));
+      grad_tol == 0 ? require_bits_equal(hc[i].grad(), dc[i].grad())
+                    : require_close(hc[i].grad(), dc[i].grad(), grad_tol);
+    }
+  }
 }
 
 }  // namespace qat::test

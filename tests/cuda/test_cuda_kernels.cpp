@@ -16,44 +16,9 @@ using qat::test::has_cuda_device;
 using qat::test::require_bits_equal;
 using qat::test::require_close;
 
-namespace {
-
-Tensor leaf(const Tensor& t) {
-  Tensor l = t.detach();
-  l.requires_grad_();
-  return l;
-}
-
-// f on a CPU copy and a CUDA copy of the inputs: outputs and every input's gradient compared
-// (bit-exact or within tol), the backward seeded with the same random gradient.
-void compare(const std::vector<Tensor>& inputs,
-             const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol) {
-  std::vector<Tensor> hc, dc;
-  for (const Tensor& t : inputs) {
-    hc.push_back(leaf(t));
-    dc.push_back(leaf(t.to(Device::CUDA)));
-  }
-  const Tensor yh = f(hc), yd = f(dc);
-  BOOST_REQUIRE((yd.device() == Device::CUDA));
-  tol == 0 ? require_bits_equal(yh, yd) : require_close(yh, yd, tol);
-  Generator gen(11);
-  const Tensor g = Tensor::uniform(yh.shape(), -1, 1, gen);
-  yh.backward(g);
-  yd.backward(g.to(Device::CUDA));
-  for (std::size_t i = 0; i < hc.size(); ++i) {
-    BOOST_REQUIRE(dc[i].grad().defined());
-    BOOST_TEST((dc[i].grad().device() == Device::CUDA));
-    tol == 0 ? require_bits_equal(hc[i].grad(), dc[i].grad())
-             : require_close(hc[i].grad(), dc[i].grad(), tol);
-  }
-}
-
-Tensor rnd(const Shape& s, std::uint64_t seed, double lo = -2, double hi = 2) {
-  Generator gen(seed);
-  return Tensor::uniform(s, lo, hi, gen);
-}
-
-}  // namespace
+using qat::test::compare;
+using qat::test::leaf;
+using qat::test::rnd;
 
 BOOST_AUTO_TEST_SUITE(cuda_kernels, *boost::unit_test::precondition(has_cuda_device))
 

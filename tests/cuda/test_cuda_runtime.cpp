@@ -90,15 +90,20 @@ BOOST_AUTO_TEST_CASE(device_mismatch_names_both_devices) {
 // A CPU kernel never reads device memory: ops without a CUDA kernel throw naming themselves.
 BOOST_AUTO_TEST_CASE(cpu_kernels_refuse_cuda_tensors) {
   const Tensor c = Tensor::empty(Shape{0, 3}, DType::Float32, Device::CUDA);
-  const std::string e = error_of([&] { (void)sigmoid(c); });
-  BOOST_TEST(contains(e, "sigmoid: not implemented on CUDA yet"), e);
-  BOOST_TEST(contains(error_of([&] { (void)max(c, 1); }), "max: not implemented on CUDA yet"));
+  const std::string e = error_of([&] { (void)clamp(c, -1, 1); });
+  BOOST_TEST(contains(e, "clamp: not implemented on CUDA yet"), e);
+  BOOST_TEST(
+      contains(error_of([&] { (void)transpose(c, 0, 1); }), "transpose: not implemented on CUDA yet"));
+  BOOST_TEST(contains(error_of([&] { (void)cat({c, c}, 0); }), "cat: not implemented on CUDA yet"));
   BOOST_TEST(contains(error_of([&] { (void)c.data<float>(); }), "is on cuda"));
   BOOST_TEST(contains(error_of([&] { (void)Tensor::empty(Shape{0}).cuda_data<float>(); }), "is on cpu"));
   // ops with CUDA kernels accept it and launch nothing
   BOOST_TEST((relu(c).device() == Device::CUDA));
   BOOST_TEST((add(c, c).device() == Device::CUDA));
   BOOST_TEST((sum(c, 1).device() == Device::CUDA));  // shape [0]
+  BOOST_TEST((sigmoid(c).device() == Device::CUDA));
+  BOOST_TEST((log_softmax(c, 1).device() == Device::CUDA));
+  BOOST_TEST((max(c, 1).device() == Device::CUDA));
   BOOST_TEST((c.to(Device::CPU).device() == Device::CPU));
 }
 

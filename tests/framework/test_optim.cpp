@@ -312,7 +312,7 @@ BOOST_AUTO_TEST_CASE(constructor_errors_name_function_argument_and_value) {
   BOOST_TEST(frozen.to_vector<float>() == std::vector<float>(2, 0.0f), boost::test_tools::per_element());
   BOOST_TEST(error_of([&] {
                SGD({{"idx", Tensor::zeros(Shape{2}, DType::Int64)}}, {});
-             }) == "SGD: parameter 'idx' must be a float32 or float64 CPU tensor, got int64 on cpu");
+             }) == "SGD: parameter 'idx' must be a float32 or float64 tensor, got int64 on cpu");
   BOOST_TEST(error_of([&] {
                SGD({{"u", Tensor()}}, {});
              }) == "SGD: parameter 'u' is an undefined tensor");

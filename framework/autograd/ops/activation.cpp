@@ -1,4 +1,4 @@
-// Pointwise nonlinearities: forward and backward side by side.
+// Pointwise nonlinearities: forward and backward side by side, on the CPU or CUDA (clamp: CPU).
 #include <algorithm>
 #include <cmath>
 
@@ -47,36 +47,44 @@ Tensor relu(const Tensor& x) {
 
 // y = 1 / (1 + e^-x);  dx = g * y * (1 - y)
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = detail::map(x, "sigmoid", [](auto v) { return 1 / (1 + std::exp(-v)); });
+  Tensor out = detail::scalar_map(x, "sigmoid", kernels::cuda::UnaryOp::Sigmoid, 0,
+                                  [](auto v) { return 1 / (1 + std::exp(-v)); });
   autograd::record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = detail::map2(g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); });
+    gi[0] = detail::grad_map(g, y, "sigmoid_backward", kernels::cuda::GradOp::Sigmoid,
+                             [](auto gv, auto yv) { return gv * yv * (1 - yv); });
   });
   return out;
 }
 
 // y = tanh(x);  dx = g * (1 - y^2)
 Tensor tanh(const Tensor& x) {
-  Tensor out = detail::map(x, "tanh", [](auto v) { return std::tanh(v); });
+  Tensor out = detail::scalar_map(x, "tanh", kernels::cuda::UnaryOp::Tanh, 0,
+                                  [](auto v) { return std::tanh(v); });
   autograd::record(out, "tanh", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = detail::map2(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); });
+    gi[0] = detail::grad_map(g, y, "tanh_backward", kernels::cuda::GradOp::Tanh,
+                             [](auto gv, auto yv) { return gv * (1 - yv * yv); });
   });
   return out;
 }
 
 // y = e^x;  dx = g * y
 Tensor exp(const Tensor& x) {
-  Tensor out = detail::map(x, "exp", [](auto v) { return std::exp(v); });
+  Tensor out =
+      detail::scalar_map(x, "exp", kernels::cuda::UnaryOp::Exp, 0, [](auto v) { return std::exp(v); });
   autograd::record(out, "exp", {x}, [y = out.detach()](const Tensor& g, const Inputs&, Grads& gi) {
-    gi[0] = detail::map2(g, y, "exp_backward", [](auto gv, auto yv) { return gv * yv; });
+    gi[0] = detail::grad_map(g, y, "exp_backward", kernels::cuda::GradOp::Exp,
+                             [](auto gv, auto yv) { return gv * yv; });
   });
   return out;
 }
 
 // y = ln x;  dx = g / x
 Tensor log(const Tensor& x) {
-  Tensor out = detail::map(x, "log", [](auto v) { return std::log(v); });
+  Tensor out =
+      detail::scalar_map(x, "log", kernels::cuda::UnaryOp::Log, 0, [](auto v) { return std::log(v); });
   autograd::record(out, "log", {x}, [](const Tensor& g, const Inputs& in, Grads& gi) {
-    gi[0] = detail::map2(g, in[0], "log_backward", [](auto gv, auto xv) { return gv / xv; });
+    gi[0] = detail::grad_map(g, in[0], "log_backward", kernels::cuda::GradOp::Log,
+                             [](auto gv, auto xv) { return gv / xv; });
   });
   return out;
 }

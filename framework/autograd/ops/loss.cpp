@@ -1,10 +1,12 @@
 // log_softmax and the losses. cross_entropy fuses log_softmax and NLL so that its backward is
-// one pass: dlogits = g/N * (softmax - onehot(labels)).
+// one pass: dlogits = g/N * (softmax - onehot(labels)). On CUDA (log_softmax, cross_entropy,
+// mse_loss) the kernels of kernels/cuda/loss.cu: the same formulas, a row per thread.
 #include <cmath>
 #include <limits>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -27,7 +29,6 @@ void log_softmax_row(const T* x, T* y, std::int64_t n, std::int64_t stride) {
 
 // y = log_softmax(x);  dx = g - softmax(x) * sum(g)  along dim
 Tensor log_softmax(const Tensor& x, int dim) {
-  require_cpu("log_softmax", {{"x", &x}});
   require_float(x, "log_softmax", "x");
   const Shape& s = x.shape();
   const int d = s.axis(dim, "log_softmax");
@@ -35,6 +36,22 @@ Tensor log_softmax(const Tensor& x, int dim) {
   for (int i = 0; i < s.rank(); ++i) {
     if (i < d) outer *= s[i];
     if (i > d) inner *= s[i];
+  }
+  if (x.device() == Device::CUDA) {
+    Tensor out = Tensor::empty(s, x.dtype(), Device::CUDA);
+    detail::dispatch_float(x.dtype(), "log_softmax", [&]<class T>() {
+      kernels::cuda::log_softmax(x.cuda_data<T>(), out.cuda_data<T>(), outer, n, inner);
+    });
+    autograd::record(out, "log_softmax", {x},
+                     [y = out.detach(), outer, n, inner](const Tensor& g, const Inputs&, Grads& gi) {
+                       common_device("log_softmax_backward", {{"grad", &g}, {"y", &y}});
+                       gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+                       detail::dispatch_float(g.dtype(), "log_softmax_backward", [&]<class T>() {
+                         kernels::cuda::log_softmax_backward(g.cuda_data<T>(), y.cuda_data<T>(),
+                                                             gi[0].cuda_data<T>(), outer, n, inner);
+                       });
+                     });
+    return out;
   }
   Tensor out = Tensor::empty(s, x.dtype());
   detail::dispatch_float(x.dtype(), "log_softmax", [&]<class T>() {
@@ -64,7 +81,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 
 // loss = -1/N sum_i log_softmax(x_i)[y_i];  dx_i = g/N * (softmax(x_i) - onehot(y_i))
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
-  require_cpu("cross_entropy", {{"logits", &logits}, {"labels", &labels}});
+  const Device dev = common_device("cross_entropy", {{"logits", &logits}, {"labels", &labels}});
   require_float(logits, "cross_entropy", "logits");
   require_rank(logits, 2, "cross_entropy", "logits");
   QAT_REQUIRE(labels.defined() && (labels.dtype() == DType::Int64 || labels.dtype() == DType::Int32),
@@ -74,11 +91,33 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
               labels.shape(), " do not match logits of shape ", logits.shape());
   const std::int64_t N = logits.size(0), C = logits.size(1);
   QAT_REQUIRE(N > 0, "cross_entropy", "empty batch");
-  const Tensor targets = labels.dtype() == DType::Int64 ? labels : labels.to(DType::Int64);
+  // the labels are checked on the host (on CUDA: a copy of N labels, which waits for them)
+  const Tensor host = labels.to(Device::CPU);
+  const Tensor targets = host.dtype() == DType::Int64 ? host : host.to(DType::Int64);
   const std::int64_t* y = targets.data<std::int64_t>();
   for (std::int64_t i = 0; i < N; ++i)
     QAT_REQUIRE(y[i] >= 0 && y[i] < C, "cross_entropy", "label ", y[i], " at index ", i,
                 " is out of range [0, ", C, ")");
+  if (dev == Device::CUDA) {
+    const Tensor dy = labels.dtype() == DType::Int64 ? labels : targets.to(Device::CUDA);
+    Tensor logp = Tensor::empty(logits.shape(), logits.dtype(), Device::CUDA);
+    Tensor out = Tensor::empty(Shape{}, logits.dtype(), Device::CUDA);
+    detail::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+      kernels::cuda::cross_entropy(logits.cuda_data<T>(), dy.cuda_data<std::int64_t>(),
+                                   logp.cuda_data<T>(), out.cuda_data<T>(), N, C);
+    });
+    autograd::record(out, "cross_entropy", {logits},
+                     [logp, dy, N, C](const Tensor& g, const Inputs&, Grads& gi) {
+                       common_device("cross_entropy_backward", {{"grad", &g}, {"logp", &logp}});
+                       gi[0] = Tensor::empty(logp.shape(), logp.dtype(), Device::CUDA);
+                       detail::dispatch_float(g.dtype(), "cross_entropy_backward", [&]<class T>() {
+                         kernels::cuda::cross_entropy_backward(g.cuda_data<T>(), logp.cuda_data<T>(),
+                                                               dy.cuda_data<std::int64_t>(),
+                                                               gi[0].cuda_data<T>(), N, C);
+                       });
+                     });
+    return out;
+  }
   Tensor logp = Tensor::empty(logits.shape(), logits.dtype());
   Tensor out = Tensor::empty(Shape{}, logits.dtype());
   detail::dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
@@ -109,7 +148,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 
 // loss = mean((a - b)^2);  da = g * 2(a - b)/n,  db = -da
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
-  require_cpu("mse_loss", {{"input", &input}, {"target", &target}});
+  const Device dev = common_device("mse_loss", {{"input", &input}, {"target", &target}});
   require_float(input, "mse_loss", "input");
   require_float(target, "mse_loss", "target");
   QAT_REQUIRE(input.shape() == target.shape() && input.dtype() == target.dtype(), "mse_loss", "input ",
@@ -117,6 +156,24 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
               target.shape(), " must match");
   QAT_REQUIRE(input.numel() > 0, "mse_loss", "empty input");
   const std::int64_t n = input.numel();
+  if (dev == Device::CUDA) {
+    Tensor out = Tensor::empty(Shape{}, input.dtype(), Device::CUDA);
+    detail::dispatch_float(input.dtype(), "mse_loss", [&]<class T>() {
+      kernels::cuda::mse(input.cuda_data<T>(), target.cuda_data<T>(), out.cuda_data<T>(), n);
+    });
+    autograd::record(out, "mse_loss", {input, target},
+                     [n](const Tensor& g, const Inputs& in, Grads& gi) {
+                       common_device("mse_loss_backward", {{"grad", &g}, {"input", &in[0]}});
+                       Tensor da = Tensor::empty(in[0].shape(), in[0].dtype(), Device::CUDA);
+                       detail::dispatch_float(g.dtype(), "mse_loss_backward", [&]<class T>() {
+                         kernels::cuda::mse_backward(g.cuda_data<T>(), in[0].cuda_data<T>(),
+                                                     in[1].cuda_data<T>(), da.cuda_data<T>(), n);
+                       });
+                       if (in[1].requires_grad()) gi[1] = neg(da);
+                       if (in[0].requires_grad()) gi[0] = da;
+                     });
+    return out;
+  }
   Tensor out = Tensor::empty(Shape{}, input.dtype());
   detail::dispatch_float(input.dtype(), "mse_loss", [&]<class T>() {
     const T* a = input.data<T>();
@@ -147,6 +204,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
 //   ds_ic = g/(N T) (q_ic - p_ic),   dt_ic = g/(N T) p_ic (d_ic - KL_i)
 // (dt: dKL_i/dlog p_c = p_c (d_c + 1), through log_softmax: p_c (d_c + 1) - p_c sum_k p_k (d_k + 1)).
 Tensor kl_div_softmax(const Tensor& student_logits, const Tensor& teacher_logits, double temperature) {
+  require_cpu("kl_div_softmax",
+              {{"student_logits", &student_logits}, {"teacher_logits", &teacher_logits}});
   require_float(student_logits, "kl_div_softmax", "student_logits");
   require_float(teacher_logits, "kl_div_softmax", "teacher_logits");
   require_rank(student_logits, 2, "kl_div_softmax", "student_logits");

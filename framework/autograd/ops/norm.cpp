@@ -1,6 +1,7 @@
 // Batch normalisation (Ioffe & Szegedy 2015) over x viewed as (N, C, S), S the product of the
 // spatial dimensions. Statistics are accumulated in double (kernels/cpu/norm.h); channels run in
-// parallel, each in a fixed order, so results do not depend on the thread count.
+// parallel, each in a fixed order, so results do not depend on the thread count. On CUDA, one
+// block per channel sums in double in a fixed tree (batch_norm_cuda).
 #include "framework/kernels/cpu/norm.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/distributed/replica.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -103,6 +105,57 @@ double combine_over_replicas(const distributed::ProcessGroup& group, i64 M, std:
   return n;
 }
 
+// The CUDA path: the statistics (and the running update) per channel, then y = x a + shift;
+// backward the per-channel sums, then dx (kernels.h, batch_norm_*). Saves mean and invstd
+// (double, on the device) for the backward, as the CPU path.
+Tensor batch_norm_cuda(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, const BnView& v, bool training,
+                       double momentum, double eps) {
+  QAT_REQUIRE(
+      !training || !distributed::replica_group() || distributed::replica_group()->world_size() == 1,
+      "batch_norm",
+      "synchronized statistics (data-parallel training) are not implemented on "
+      "CUDA yet (x ",
+      x.shape(), " is on cuda)");
+  QAT_REQUIRE(
+      !running_mean.defined() || (running_mean.dtype() == x.dtype() && running_var.dtype() == x.dtype()),
+      "batch_norm", "on CUDA running_mean and running_var must have x's dtype ", dtype_name(x.dtype()),
+      ", got ", dtype_name(running_mean.dtype()), " and ", dtype_name(running_var.dtype()));
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
+  Tensor mean = Tensor::empty(Shape{v.C}, DType::Float64, Device::CUDA);
+  Tensor invstd = Tensor::empty(Shape{v.C}, DType::Float64, Device::CUDA);
+  detail::dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.cuda_data<T>() : nullptr; };
+    Tensor affine = Tensor::empty(Shape{2 * v.C}, x.dtype(), Device::CUDA);  // a, then shift
+    T* a = affine.cuda_data<T>();
+    kernels::cuda::batch_norm_stats(x.cuda_data<T>(), ptr(weight), ptr(bias), ptr(running_mean),
+                                    ptr(running_var), mean.cuda_data<double>(),
+                                    invstd.cuda_data<double>(), a, a + v.C, v.N, v.C, v.S, training,
+                                    momentum, eps);
+    kernels::cuda::batch_norm_affine(x.cuda_data<T>(), a, a + v.C, out.cuda_data<T>(), v.N, v.C, v.S);
+  });
+  autograd::record(
+      out, "batch_norm", {x, weight, bias},
+      [v, training, mean, invstd](const Tensor& g, const Inputs& in, Grads& gi) {
+        const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+        common_device("batch_norm_backward", {{"grad", &g}, {"x", &X}});
+        const bool need_x = X.requires_grad(), need_w = Wt.defined() && Wt.requires_grad(),
+                   need_b = B.defined() && B.requires_grad();
+        if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype(), Device::CUDA);
+        if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype(), Device::CUDA);
+        if (need_b) gi[2] = Tensor::empty(B.shape(), B.dtype(), Device::CUDA);
+        detail::dispatch_float(g.dtype(), "batch_norm_backward", [&]<class T>() {
+          auto ptr = [](const Tensor& t, bool need) { return need ? t.cuda_data<T>() : nullptr; };
+          Tensor scratch = Tensor::empty(Shape{4 * v.C}, g.dtype(), Device::CUDA);
+          kernels::cuda::batch_norm_backward(g.cuda_data<T>(), X.cuda_data<T>(), ptr(Wt, Wt.defined()),
+                                             mean.cuda_data<double>(), invstd.cuda_data<double>(),
+                                             ptr(gi[0], need_x), ptr(gi[1], need_w), ptr(gi[2], need_b),
+                                             scratch.cuda_data<T>(), v.N, v.C, v.S, training);
+        });
+      });
+  return out;
+}
+
 }  // namespace
 
 // y = (x - mean) * invstd * w + b, with (mean, var) the batch's (biased) statistics in training
@@ -110,8 +163,14 @@ double combine_over_replicas(const distributed::ProcessGroup& group, i64 M, std:
 // training: dx = w invstd (g - db/M - xhat dw/M);  eval: dx = g w invstd
 Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  require_cpu("batch_norm", {{"x", &x}, {"running_mean", &running_mean}, {"weight", &weight}});
+  const Device dev = common_device("batch_norm", {{"x", &x},
+                                                  {"running_mean", &running_mean},
+                                                  {"running_var", &running_var},
+                                                  {"weight", &weight},
+                                                  {"bias", &bias}});
   const BnView v = bn_view(x, running_mean, running_var, weight, bias, training, momentum, eps);
+  if (dev == Device::CUDA)
+    return batch_norm_cuda(x, running_mean, running_var, weight, bias, v, training, momentum, eps);
   // In a data-parallel training forward, the statistics are the global batch's (SyncBatchNorm).
   distributed::ProcessGroupPtr replicas = training ? distributed::replica_group() : nullptr;
   if (replicas && replicas->world_size() == 1) replicas = nullptr;
@@ -189,7 +248,8 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
           // sum(g), sum(g * xhat) of channel c; the parameter gradients
           auto grad_sums = [&](i64 c, double* sg, double* sgx) {
             *sg = *sgx = 0;
-            kernels::channel_grad_sums(pg + c * v.S, px + c * v.S, v.N, v.S, v.C * v.S, mean[c], sg, sgx);
+            kernels::channel_grad_sums(pg + c * v.S, px + c * v.S, v.N, v.S, v.C * v.S, mean[c], sg,
+                                       sgx);
             *sgx *= invstd[c];
             if (need_w) gi[1].data<T>()[c] = static_cast<T>(*sgx);
             if (need_b) gi[2].data<T>()[c] = static_cast<T>(*sg);

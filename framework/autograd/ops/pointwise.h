@@ -56,4 +56,17 @@ Tensor scalar_map(const Tensor& x, const char* fn, kernels::cuda::UnaryOp op, do
   return out;
 }
 
+/// The backward of a pointwise op from the gradient g and a saved tensor s: f(g[i], s[i]) on the
+/// CPU, the CUDA kernel `op` (the same float ops) on CUDA.
+template <class F>
+Tensor grad_map(const Tensor& g, const Tensor& s, const char* fn, kernels::cuda::GradOp op, F f) {
+  if (common_device(fn, {{"grad", &g}, {"saved", &s}}) == Device::CPU) return map2(g, s, fn, f);
+  QAT_CHECK(g.shape() == s.shape() && g.dtype() == s.dtype(), fn);
+  Tensor out = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+  dispatch_float(g.dtype(), fn, [&]<class T>() {
+    kernels::cuda::unary_backward(op, g.cuda_data<T>(), s.cuda_data<T>(), out.cuda_data<T>(), g.numel());
+  });
+  return out;
+}
+
 }  // namespace qat::detail

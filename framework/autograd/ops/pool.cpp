@@ -1,6 +1,7 @@
 // Max, average and adaptive average pooling over (N, C, H, W). Every op is described by its
 // windows: output (oh, ow) pools rows [h0, h1) x cols [w0, w1) of its input plane (clipped to
 // the input), and the planes are processed in parallel (each by one thread, in a fixed order).
+// On CUDA the kernels compute the same windows from the geometry (kernels::cuda::PoolDims).
 #include "framework/kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/dispatch.h"
 
 namespace qat {
@@ -27,6 +29,7 @@ struct Windows {
   Pair kernel, stride, padding;  // sliding windows only
   std::vector<i64> h0, h1, w0, w1;
   std::vector<double> hn, wn;  // the average of window (oh, ow) divides by hn[oh] * wn[ow]
+  bool adaptive = false, count_include_pad = false;
   Shape out_shape(const Tensor& x) const { return Shape{x.size(0), x.size(1), Ho, Wo}; }
 };
 
@@ -49,7 +52,8 @@ Windows sliding(const Tensor& x, const Pool2dParams& p, bool count_include_pad, 
               str(s));
   QAT_REQUIRE(pad[0] >= 0 && pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1], fn,
               "padding must be between 0 and half the kernel ", str(k), ", got ", str(pad));
-  Windows w{x.size(0) * x.size(1), x.size(2), x.size(3), 0, 0, k, s, pad, {}, {}, {}, {}, {}, {}};
+  Windows w{x.size(0) * x.size(1), x.size(2), x.size(3), 0, 0, k, s, pad, {}, {}, {}, {}, {}, {}, false,
+            count_include_pad};
   const i64 hp = w.H + 2 * pad[0], wp = w.W + 2 * pad[1];
   QAT_REQUIRE(hp >= k[0] && wp >= k[1], fn, "kernel ", str(k), " is larger than the padded input ", hp,
               "x", wp, " (x of shape ", x.shape(), ")");
@@ -73,8 +77,22 @@ Windows sliding(const Tensor& x, const Pool2dParams& p, bool count_include_pad, 
 Windows adaptive(const Tensor& x, Pair out, const char* fn) {
   require_input(x, fn);
   QAT_REQUIRE(out[0] > 0 && out[1] > 0, fn, "output_size must be positive, got ", str(out));
-  Windows w{
-      x.size(0) * x.size(1), x.size(2), x.size(3), out[0], out[1], {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Windows w{x.size(0) * x.size(1),
+            x.size(2),
+            x.size(3),
+            out[0],
+            out[1],
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            true,
+            false};
   auto axis = [](i64 n_out, i64 n_in, std::vector<i64>& lo, std::vector<i64>& hi,
                  std::vector<double>& count) {
     for (i64 o = 0; o < n_out; ++o) {
@@ -128,9 +146,52 @@ bool is_plain_2x2(const Windows& w) {
   return w.kernel == Pair{2, 2} && w.stride == Pair{2, 2} && w.padding == Pair{0, 0};
 }
 
+kernels::cuda::PoolDims cuda_dims(const Windows& w) {
+  return {w.planes,           w.H,         w.W,         w.Ho,         w.Wo,         w.kernel[0],
+          w.kernel[1],        w.stride[0], w.stride[1], w.padding[0], w.padding[1], w.adaptive,
+          w.count_include_pad};
+}
+
+// The CUDA kernels: forward one thread per output, backward one per input gathering its windows
+// in output order, so that avg pooling is bit-exact with the CPU and max pooling's ties and
+// gradients are the CPU's.
+Tensor avg_pool_cuda(const Tensor& x, const Windows& w, const char* name) {
+  const kernels::cuda::PoolDims d = cuda_dims(w);
+  Tensor out = Tensor::empty(w.out_shape(x), x.dtype(), Device::CUDA);
+  detail::dispatch_float(x.dtype(), name, [&]<class T>() {
+    kernels::cuda::avg_pool(x.cuda_data<T>(), out.cuda_data<T>(), d);
+  });
+  autograd::record(out, name, {x}, [d](const Tensor& g, const Inputs& in, Grads& gi) {
+    common_device("avg_pool_backward", {{"grad", &g}, {"x", &in[0]}});
+    gi[0] = Tensor::empty(in[0].shape(), g.dtype(), Device::CUDA);
+    detail::dispatch_float(g.dtype(), "avg_pool_backward", [&]<class T>() {
+      kernels::cuda::avg_pool_backward(g.cuda_data<T>(), gi[0].cuda_data<T>(), d);
+    });
+  });
+  return out;
+}
+
+Tensor max_pool_cuda(const Tensor& x, const Windows& w) {
+  const kernels::cuda::PoolDims d = cuda_dims(w);
+  Tensor out = Tensor::empty(w.out_shape(x), x.dtype(), Device::CUDA);
+  Tensor idx = Tensor::empty(out.shape(), DType::Int64, Device::CUDA);  // argmax in its plane
+  detail::dispatch_float(x.dtype(), "max_pool2d", [&]<class T>() {
+    kernels::cuda::max_pool(x.cuda_data<T>(), out.cuda_data<T>(), idx.cuda_data<std::int64_t>(), d);
+  });
+  autograd::record(out, "max_pool2d", {x}, [d, idx](const Tensor& g, const Inputs& in, Grads& gi) {
+    common_device("max_pool2d_backward", {{"grad", &g}, {"x", &in[0]}});
+    gi[0] = Tensor::empty(in[0].shape(), g.dtype(), Device::CUDA);
+    detail::dispatch_float(g.dtype(), "max_pool2d_backward", [&]<class T>() {
+      kernels::cuda::max_pool_backward(g.cuda_data<T>(), idx.cuda_data<std::int64_t>(),
+                                       gi[0].cuda_data<T>(), d);
+    });
+  });
+  return out;
+}
+
 // out = mean of each window;  dx[window] += g / count
 Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
-  require_cpu(name, {{"x", &x}});
+  if (x.device() == Device::CUDA) return avg_pool_cuda(x, w, name);
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
   detail::dispatch_float(x.dtype(), name, [&]<class T>() {
     const T* px = x.data<T>();
@@ -179,8 +240,8 @@ Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
 
 // out = max of each window (padding counts as -inf; NaN wins);  dx[argmax] += g
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
-  require_cpu("max_pool2d", {{"x", &x}});
   Windows w = sliding(x, p, true, "max_pool2d");
+  if (x.device() == Device::CUDA) return max_pool_cuda(x, w);
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
   const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w);
   // the argmax: its index in the input plane, or its window position on the fast path

@@ -103,8 +103,15 @@ AxisView whole(const Tensor& x, const char* fn) {
 
 // First index of the maximum along the axis (NaN counts as maximal, as in PyTorch).
 Tensor argmax_impl(const Tensor& x, const AxisView& v) {
-  require_cpu("argmax", {{"x", &x}});
   QAT_REQUIRE(v.n > 0, "max", "cannot reduce an empty dimension of shape ", x.shape());
+  if (x.device() == Device::CUDA) {
+    Tensor idx = Tensor::empty(v.out_shape, DType::Int64, Device::CUDA);
+    detail::dispatch_float(x.dtype(), "argmax", [&]<class T>() {
+      kernels::cuda::argmax(x.cuda_data<T>(), idx.cuda_data<std::int64_t>(), static_cast<T*>(nullptr),
+                            v.outer, v.n, v.inner);
+    });
+    return idx;
+  }
   Tensor idx = Tensor::empty(v.out_shape, DType::Int64);
   detail::dispatch_float(x.dtype(), "argmax", [&]<class T>() {
     const T* px = x.data<T>();
@@ -123,8 +130,28 @@ Tensor argmax_impl(const Tensor& x, const AxisView& v) {
   return idx;
 }
 
+// On CUDA: out and the argmax from one kernel;  dx = g put at the argmax (kernels::cuda::put_along)
+Tensor max_cuda(const Tensor& x, const AxisView& v, const char* name) {
+  QAT_REQUIRE(v.n > 0, name, "cannot reduce an empty dimension of shape ", x.shape());
+  Tensor idx = Tensor::empty(v.out_shape, DType::Int64, Device::CUDA);
+  Tensor out = Tensor::empty(v.out_shape, x.dtype(), Device::CUDA);
+  detail::dispatch_float(x.dtype(), name, [&]<class T>() {
+    kernels::cuda::argmax(x.cuda_data<T>(), idx.cuda_data<std::int64_t>(), out.cuda_data<T>(), v.outer,
+                          v.n, v.inner);
+  });
+  autograd::record(out, name, {x}, [v, idx](const Tensor& g, const Inputs& in, Grads& gi) {
+    common_device("max_backward", {{"grad", &g}, {"x", &in[0]}});
+    gi[0] = Tensor::zeros(in[0].shape(), g.dtype(), Device::CUDA);
+    detail::dispatch_float(g.dtype(), "max_backward", [&]<class T>() {
+      kernels::cuda::put_along(g.cuda_data<T>(), idx.cuda_data<std::int64_t>(), gi[0].cuda_data<T>(),
+                               v.outer, v.n, v.inner);
+    });
+  });
+  return out;
+}
+
 Tensor max_impl(const Tensor& x, const AxisView& v, const char* name) {
-  require_cpu(name, {{"x", &x}});
+  if (x.device() == Device::CUDA) return max_cuda(x, v, name);
   Tensor idx = argmax_impl(x, v);
   Tensor out = Tensor::empty(v.out_shape, x.dtype());
   detail::dispatch_float(x.dtype(), name, [&]<class T>() {

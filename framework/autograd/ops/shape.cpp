@@ -1,5 +1,6 @@
 // Shape ops. Tensors are contiguous, so reshape shares storage and transpose copies.
 #include <cstring>
+#include <string>
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
@@ -94,6 +95,7 @@ Tensor swap_dims(const Tensor& x, int d0, int d1) {
 
 // dx = transpose(g, dim0, dim1)
 Tensor transpose(const Tensor& x, int dim0, int dim1) {
+  require_cpu("transpose", {{"x", &x}});
   const int d0 = x.shape().axis(dim0, "transpose"), d1 = x.shape().axis(dim1, "transpose");
   Tensor out = d0 == d1 ? x.clone() : swap_dims(x, d0, d1);
   autograd::record(out, "transpose", {x}, [d0, d1](const Tensor& g, const Inputs&, Grads& gi) {
@@ -147,6 +149,10 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
                 dtype_name(xs[i].dtype()), " of shape ", xs[i].shape());
     QAT_REQUIRE(xs[i].dtype() == xs[0].dtype(), fn, "input ", i, " is ", dtype_name(xs[i].dtype()),
                 " but input 0 is ", dtype_name(xs[0].dtype()));
+    if (xs[i].device() != Device::CPU) {
+      const std::string arg = detail::concat("input ", i);
+      require_cpu(fn, {{arg.c_str(), &xs[i]}});
+    }
     shapes.push_back(xs[i].shape());
   }
   const Shape os = cat_shape(shapes, dim, fn);

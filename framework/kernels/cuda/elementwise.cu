@@ -1,10 +1,12 @@
-// Elementwise CUDA kernels (kernels.h): broadcasting binary ops, scalar ops, relu, fills.
+// Elementwise CUDA kernels (kernels.h): broadcasting binary ops, scalar ops, relu, pointwise
+// nonlinearities and their backward, dropout (Philox), fills.
 // Grid-stride loops over 64-bit indices, 256 threads a block.
 #include <cstring>
 
 #include "framework/kernels/cuda/check.h"
 #include "framework/kernels/cuda/kernels.h"
 #include "framework/kernels/cuda/launch.h"
+#include "framework/kernels/cuda/philox.h"
 #include "framework/kernels/cuda/runtime.h"
 
 namespace qat::kernels::cuda {
@@ -67,8 +69,20 @@ __global__ void unary_kernel(UnaryOp op, const T* x, T* y, std::int64_t n, T s) 
       case UnaryOp::Relu:
         r = v > T(0) ? v : T(0);
         break;
-      default:
+      case UnaryOp::Pow:
         r = pow(v, s);
+        break;
+      case UnaryOp::Sigmoid:
+        r = T(1) / (T(1) + exp(-v));
+        break;
+      case UnaryOp::Tanh:
+        r = tanh(v);
+        break;
+      case UnaryOp::Exp:
+        r = exp(v);
+        break;
+      default:
+        r = log(v);
         break;
     }
     y[i] = r;
@@ -81,6 +95,37 @@ __global__ void relu_backward_kernel(const T* g, const T* x, T* d, std::int64_t 
 }
 
 template <class T>
+__global__ void unary_backward_kernel(GradOp op, const T* g, const T* s, T* d, std::int64_t n) {
+  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
+    const T gv = g[i], sv = s[i];
+    switch (op) {
+      case GradOp::Sigmoid:
+        d[i] = gv * sv * (T(1) - sv);
+        break;
+      case GradOp::Tanh:
+        d[i] = gv * (T(1) - sv * sv);
+        break;
+      case GradOp::Exp:
+        d[i] = gv * sv;
+        break;
+      default:
+        d[i] = gv / sv;
+        break;
+    }
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(const T* x, T* mask, T* y, std::int64_t n, double p, T keep,
+                               std::uint64_t seed) {
+  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
+    const T m = philox_uniform(seed, static_cast<std::uint64_t>(i)) >= p ? keep : T(0);
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+template <class T>
 __global__ void add_inplace_kernel(T* dst, const T* src, std::int64_t n) {
   for (std::int64_t i = global_index(); i < n; i += global_stride()) dst[i] += src[i];
 }
@@ -90,6 +135,8 @@ __global__ void repeat_rows_kernel(const T* row, T* out, std::int64_t rows, std:
   const std::int64_t n = rows * cols;
   for (std::int64_t i = global_index(); i < n; i += global_stride()) out[i] = row[i % cols];
 }
+
+__global__ void increment_kernel(std::int64_t* counter) { *counter += 1; }
 
 template <class U>
 __global__ void fill_kernel(U* dst, U value, std::int64_t n) {
@@ -122,6 +169,17 @@ void fill_as(void* dst, const void* value, std::int64_t n, const char* fn) {
     relu_backward_kernel<<<grid_for(n), kBlock, 0, stream("relu_backward")>>>(g, x, d, n);              \
     QAT_CUDA_CHECK_LAUNCH("relu_backward");                                                             \
   }                                                                                                     \
+  void unary_backward(GradOp op, const T* g, const T* s, T* d, std::int64_t n) {                        \
+    if (n == 0) return;                                                                                 \
+    unary_backward_kernel<<<grid_for(n), kBlock, 0, stream("unary_backward")>>>(op, g, s, d, n);        \
+    QAT_CUDA_CHECK_LAUNCH("unary_backward");                                                            \
+  }                                                                                                     \
+  void dropout(const T* x, T* mask, T* y, std::int64_t n, double p, double keep, std::uint64_t seed) {  \
+    if (n == 0) return;                                                                                 \
+    dropout_kernel<<<grid_for(n), kBlock, 0, stream("dropout")>>>(x, mask, y, n, p,                     \
+                                                                  static_cast<T>(keep), seed);          \
+    QAT_CUDA_CHECK_LAUNCH("dropout");                                                                   \
+  }                                                                                                     \
   void add_inplace(T* dst, const T* src, std::int64_t n) {                                              \
     if (n == 0) return;                                                                                 \
     add_inplace_kernel<<<grid_for(n), kBlock, 0, stream("add_inplace")>>>(dst, src, n);                 \
@@ -136,6 +194,11 @@ void fill_as(void* dst, const void* value, std::int64_t n, const char* fn) {
 QAT_CUDA_ELEMENTWISE(float)
 QAT_CUDA_ELEMENTWISE(double)
 #undef QAT_CUDA_ELEMENTWISE
+
+void increment(std::int64_t* counter) {
+  increment_kernel<<<1, 1, 0, stream("increment")>>>(counter);
+  QAT_CUDA_CHECK_LAUNCH("increment");
+}
 
 }  // namespace qat::kernels::cuda
 

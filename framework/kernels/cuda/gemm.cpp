@@ -75,3 +75,31 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 }
 
 }  // namespace qat::kernels::cuda
+
+namespace qat::kernels::cuda {
+
+void gemm_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                  float alpha, const float* a, std::int64_t lda, std::int64_t stride_a, const float* b,
+                  std::int64_t ldb, std::int64_t stride_b, float beta, float* c, std::int64_t ldc,
+                  std::int64_t stride_c, std::int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  check(cublasSgemmStridedBatched(handle(), op(trans_b), op(trans_a), static_cast<int>(n),
+                                  static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                                  static_cast<int>(ldb), stride_b, a, static_cast<int>(lda), stride_a,
+                                  &beta, c, static_cast<int>(ldc), stride_c, static_cast<int>(batch)),
+        "cublasSgemmStridedBatched");
+}
+
+void gemm_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                  double alpha, const double* a, std::int64_t lda, std::int64_t stride_a,
+                  const double* b, std::int64_t ldb, std::int64_t stride_b, double beta, double* c,
+                  std::int64_t ldc, std::int64_t stride_c, std::int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  check(cublasDgemmStridedBatched(handle(), op(trans_b), op(trans_a), static_cast<int>(n),
+                                  static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                                  static_cast<int>(ldb), stride_b, a, static_cast<int>(lda), stride_a,
+                                  &beta, c, static_cast<int>(ldc), stride_c, static_cast<int>(batch)),
+        "cublasDgemmStridedBatched");
+}
+
+}  // namespace qat::kernels::cuda

@@ -1,4 +1,5 @@
-// Sum reductions on CUDA (kernels.h): one block per output element, fixed order, no atomics.
+// Reductions on CUDA (kernels.h): sums (one block per output element, fixed order, no atomics)
+// and argmax (one thread per row, the CPU's scan).
 #include "framework/kernels/cuda/kernels.h"
 #include "framework/kernels/cuda/launch.h"
 
@@ -45,7 +46,50 @@ void launch_sum(const T* in, T* out, const ReduceDims& d, double scale) {
   QAT_CUDA_CHECK_LAUNCH("sum");
 }
 
+// The CPU's rule (ops/reduce.cpp): scan from the first value, stop at a NaN, take a larger value.
+template <class T>
+__global__ void argmax_kernel(const T* x, std::int64_t* at, T* val, std::int64_t outer, std::int64_t n,
+                              std::int64_t inner) {
+  for (std::int64_t r = global_index(); r < outer * inner; r += global_stride()) {
+    const T* row = x + r / inner * n * inner + r % inner;
+    std::int64_t best = 0;
+    T bv = row[0];
+    for (std::int64_t k = 1; k < n && bv == bv; ++k) {
+      const T cand = row[k * inner];
+      if (cand > bv || cand != cand) best = k, bv = cand;
+    }
+    at[r] = best;
+    if (val) val[r] = bv;
+  }
+}
+
+template <class T>
+__global__ void put_along_kernel(const T* g, const std::int64_t* at, T* dx, std::int64_t outer,
+                                 std::int64_t n, std::int64_t inner) {
+  for (std::int64_t r = global_index(); r < outer * inner; r += global_stride())
+    dx[(r / inner * n + at[r]) * inner + r % inner] = g[r];
+}
+
 }  // namespace
+
+#define QAT_CUDA_ARGMAX(T)                                                                            \
+  void argmax(const T* x, std::int64_t* at, T* val, std::int64_t outer, std::int64_t n,               \
+              std::int64_t inner) {                                                                   \
+    if (outer * inner == 0) return;                                                                   \
+    argmax_kernel<<<grid_for(outer* inner), kBlock, 0, stream("argmax")>>>(x, at, val, outer, n,      \
+                                                                           inner);                    \
+    QAT_CUDA_CHECK_LAUNCH("argmax");                                                                  \
+  }                                                                                                   \
+  void put_along(const T* g, const std::int64_t* at, T* dx, std::int64_t outer, std::int64_t n,       \
+                 std::int64_t inner) {                                                                \
+    if (outer * inner == 0) return;                                                                   \
+    put_along_kernel<<<grid_for(outer* inner), kBlock, 0, stream("max_backward")>>>(g, at, dx, outer, \
+                                                                                    n, inner);        \
+    QAT_CUDA_CHECK_LAUNCH("max_backward");                                                            \
+  }
+QAT_CUDA_ARGMAX(float)
+QAT_CUDA_ARGMAX(double)
+#undef QAT_CUDA_ARGMAX
 
 void sum(const float* in, float* out, const ReduceDims& dims, double scale) {
   launch_sum(in, out, dims, scale);
