@@ -144,6 +144,7 @@ std::tuple<double, double, double> time_dynamic_linear(std::int64_t N, std::int6
                                                    .granularity = Granularity::PerChannel,
                                                    .axis = 0,
                                                    .dynamic = true},
+                                .output = std::nullopt,
                                 .group = 32,
                                 .weight_bits = 4});
   const Tensor x = Tensor::uniform(Shape{N, K}, -1, 1, gen);
