@@ -16,7 +16,7 @@ namespace qat::examples {
 
 struct MixedPrecisionOptions {
   double budget_bits = 0;  ///< --budget-bits; 0: off
-  std::vector<std::string> candidates{"int8_default", "fp8_e4m3", "int4_lsq", "int4_weight_block32"};
+  std::vector<std::string> candidates{"int8_default", "int6_lsq", "int5_lsq", "int4_lsq", "int3_lsq", "int2_lsq"};
   std::int64_t calib_batches = 8;  ///< batches of 64 from the start of the training set
   std::int64_t held_out = 2000;    ///< samples from the end of the training set
   bool enabled() const { return budget_bits > 0; }
