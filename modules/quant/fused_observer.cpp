@@ -62,7 +62,9 @@ Tensor fused_moving_avg_obs_fake_quant(const Tensor& x, FusedObserverState& st, 
         spec.symmetric,
         static_cast<std::int32_t>(spec.symmetric ? spec.symmetric_zero_point() : 0),
         observer_on,
-        fake_quant_on};
+        fake_quant_on,
+        nullptr,
+        nullptr};
     Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
     Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
     kernels::cuda::fused_moving_avg_obs_fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),

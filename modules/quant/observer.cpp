@@ -11,6 +11,7 @@
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -39,8 +40,9 @@ Observer::Observer(std::string type_name, const QuantSpec& spec, const Shape& pa
 std::string Observer::who() const { return type_name() + (label_.empty() ? "" : " '" + label_ + "'"); }
 
 bool Observer::has_observed() const {
-  const float* mn = min_val_.data<float>();
-  for (std::int64_t i = 0; i < min_val_.numel(); ++i)
+  const Tensor host = min_val_.to(Device::CPU);  // (a copy from a device: not in the training step)
+  const float* mn = host.data<float>();
+  for (std::int64_t i = 0; i < host.numel(); ++i)
     if (mn[i] != kInf) return true;
   return false;
 }
@@ -50,19 +52,48 @@ void Observer::reset() {
   max_val_.fill_(-kInf);
 }
 
-Tensor Observer::forward(const Tensor& x) {
-  require_float(x, who().c_str(), "x");
-  require_cpu(who().c_str(), {{"x", &x}});
-  if (x.numel() == 0) return x;
-  spec_.validate_for(x.shape(), who().c_str());
-  const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);
+void Observer::prepare_statistics(const Tensor& x) {
   const Shape expected = param_shape(spec_, x.shape());
   if (min_val_.shape() != expected) {
     QAT_REQUIRE(!has_observed(), who(), "input of shape ", x.shape(), " needs statistics of shape ",
                 expected, ", but this observer has recorded ", min_val_.shape());
-    min_val_ = replace_buffer("min_val", filled(expected, kInf));
-    max_val_ = replace_buffer("max_val", filled(expected, -kInf));
+    min_val_ = replace_buffer("min_val", Tensor::full(expected, kInf, DType::Float32, x.device()));
+    max_val_ = replace_buffer("max_val", Tensor::full(expected, -kInf, DType::Float32, x.device()));
   }
+  if (x.device() == Device::CUDA) {
+    if (!nonfinite_batches_.defined())
+      nonfinite_batches_ = Tensor::zeros(Shape{1}, DType::Int32, Device::CUDA);
+    else
+      nonfinite_batches_ = nonfinite_batches_.to(Device::CUDA);
+  }
+}
+
+Tensor Observer::forward(const Tensor& x) {
+  require_float(x, who().c_str(), "x");
+  if (x.device() == Device::CUDA) {
+    const float c = device_averaging_constant();
+    QAT_REQUIRE(c >= 0, who(), "not implemented on CUDA yet (input of shape ", x.shape(), ")");
+    require_dtype(x, DType::Float32, who().c_str(), "x");
+    if (x.numel() == 0) return x;
+    spec_.validate_for(x.shape(), who().c_str());
+    QAT_REQUIRE(spec_.granularity != Granularity::PerBlock, who(),
+                "per-block statistics: not implemented on CUDA yet");
+    prepare_statistics(x);
+    common_device(who().c_str(), {{"x", &x}, {"min_val", &min_val_}, {"max_val", &max_val_}});
+    // (data-parallel replicas are not reduced on CUDA: distributed::sync_min_max is host-side)
+    const detail::Layout l = detail::Layout::of(spec_, x.shape());
+    kernels::cuda::ObserveArgs a{};
+    a.min_val = min_val_.cuda_data<float>(), a.max_val = max_val_.cuda_data<float>();
+    a.nonfinite_batches = nonfinite_batches_.cuda_data<std::int32_t>();
+    a.observer_enabled = nullptr, a.averaging_constant = c;
+    kernels::cuda::observe(x.cuda_data<float>(), l.outer, l.len, l.inner, a, nullptr, nullptr);
+    return x;
+  }
+  require_cpu(who().c_str(), {{"x", &x}});
+  if (x.numel() == 0) return x;
+  spec_.validate_for(x.shape(), who().c_str());
+  const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);
+  prepare_statistics(x);
   const detail::Layout layout = detail::Layout::of(spec_, x.shape());
   std::vector<float> bmin(layout.num_params, kInf), bmax(layout.num_params, -kInf);
   bool bad = false;
@@ -93,6 +124,12 @@ Tensor Observer::forward(const Tensor& x) {
 }
 
 QParams Observer::calculate_qparams() const {
+  if (min_val_.device() != Device::CPU) {  // on the host, then back (not in the training step)
+    QParams q = quant::calculate_qparams(min_val_.to(Device::CPU), max_val_.to(Device::CPU), spec_);
+    if (spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0)
+      double_quantize_scales(q.scale, spec_.block_scale_bits);
+    return {q.scale.to(min_val_.device()), q.zero_point.to(min_val_.device())};
+  }
   QParams q = quant::calculate_qparams(min_val_, max_val_, spec_);
   if (spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0)
     double_quantize_scales(q.scale, spec_.block_scale_bits);

@@ -17,7 +17,10 @@ class Observer : public nn::Module {
   /// for per-tensor specs, and is otherwise fixed by the first observed input.
   Observer(std::string type_name, const QuantSpec& spec, const Shape& param_shape = Shape{1});
 
-  /// Records x's statistics (never recorded on the tape) and returns x.
+  /// Records x's statistics (never recorded on the tape) and returns x. On CUDA (MinMax and
+  /// moving-average observers) the statistics stay on the device and are updated there without
+  /// a host sync; a batch holding NaN / inf, which the CPU path refuses with an exception, is
+  /// skipped and counted in nonfinite_batches() instead (as fused_moving_avg_obs_fake_quant).
   Tensor forward(const Tensor& x) override;
   /// qparams from the recorded range (calculate_qparams); unobserved: scale 1, zero_point 0.
   virtual QParams calculate_qparams() const;
@@ -31,6 +34,15 @@ class Observer : public nn::Module {
   const std::string& label() const { return label_; }
   /// Forgets the recorded range.
   virtual void reset();
+  /// How a batch's range enters the statistics on CUDA: 0 running min / max, > 0 the moving
+  /// average with that constant, < 0 no CUDA path (forward on CUDA throws).
+  virtual float device_averaging_constant() const { return -1; }
+  /// Batches skipped on CUDA for holding NaN / inf: int32 [1] on the statistics' device,
+  /// undefined before the first CUDA batch (reading it syncs; the training step never does).
+  const Tensor& nonfinite_batches() const { return nonfinite_batches_; }
+  /// Internal (forward, FakeQuantize on CUDA): gives the statistics the shape x needs (first
+  /// input; refused once observed) on x's device, and, on CUDA, the nonfinite_batches counter.
+  void prepare_statistics(const Tensor& x);
   std::string extra_repr() const override { return spec_.str(); }
   /// Each (min_val, max_val) is a recorded range, finite with min <= max and magnitudes at most
   /// kMaxScale, or the never-observed (+inf, -inf).
@@ -46,6 +58,7 @@ class Observer : public nn::Module {
   QuantSpec spec_;
   Tensor min_val_, max_val_;
   std::string label_;
+  Tensor nonfinite_batches_;  // not a buffer: checkpoints stay the CPU's
 };
 
 /// Running min / max: min_val = min(min_val, min(x)) (PyTorch's MinMaxObserver and
@@ -53,6 +66,7 @@ class Observer : public nn::Module {
 class MinMaxObserver : public Observer {
  public:
   explicit MinMaxObserver(const QuantSpec& spec, const Shape& param_shape = Shape{1});
+  float device_averaging_constant() const override { return 0; }
 
  protected:
   MinMaxObserver(std::string type_name, const QuantSpec& spec, const Shape& param_shape);
@@ -67,6 +81,7 @@ class MovingAverageMinMaxObserver : public Observer {
   explicit MovingAverageMinMaxObserver(const QuantSpec& spec, const Shape& param_shape = Shape{1},
                                        double averaging_constant = 0.01);
   double averaging_constant() const { return averaging_constant_; }
+  float device_averaging_constant() const override { return static_cast<float>(averaging_constant_); }
   std::string extra_repr() const override;
 
  protected:

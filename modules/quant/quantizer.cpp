@@ -4,12 +4,15 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
+#include "framework/autograd/node.h"
 #include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
 #include "modules/quant/checkpoint_meta.h"
+#include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -94,7 +97,93 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
   zero_point_ = register_buffer("zero_point", Tensor::zeros(param_shape, DType::Int32));
 }
 
+// On CUDA: observer step, qparams and fake quantization in device kernels, the switches read
+// on the device (no host sync in training); per tensor with a moving average, PyTorch's fused
+// op in one launch, else observe (observer.cu), fused per channel. A batch holding NaN / inf
+// is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and
+// the observer-off NaN check of the CPU path is not made.
+Tensor FakeQuantize::forward_cuda(const Tensor& x) {
+  const std::string who = label_.empty() ? type_name() : type_name() + " '" + label_ + "'";
+  require_dtype(x, DType::Float32, who.c_str(), "x");
+  const float c = observer_->device_averaging_constant();
+  QAT_REQUIRE(c >= 0, who, "observer ", observer_->type_name(), ": not implemented on CUDA yet");
+  QAT_REQUIRE(spec_.granularity != Granularity::PerBlock, who,
+              "per-block fake quantization: not implemented on CUDA yet");
+  // in training the observer_enabled switch is read by the kernel; calibration counts on the host
+  const bool calib = calibrating();
+  const bool observe = calib ? observing() : is_training();
+  if (x.numel() != 0) {
+    spec_.validate_for(x.shape(), who.c_str());
+    observer_->prepare_statistics(x);
+  }
+  const Tensor& mn = observer_->min_val();
+  if (mn.shape() != scale_.shape()) {  // the statistics' shape became known
+    scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32, x.device()));
+    zero_point_ = replace_buffer("zero_point", Tensor::zeros(mn.shape(), DType::Int32, x.device()));
+  }
+  const Tensor& mx = observer_->max_val();
+  common_device(who.c_str(), {{"x", &x},
+                              {"scale", &scale_},
+                              {"zero_point", &zero_point_},
+                              {"fake_quant_enabled", &fake_quant_enabled_},
+                              {"observer_enabled", &observer_enabled_},
+                              {"min_val", &mn},
+                              {"max_val", &mx}});
+  Tensor out = Tensor::empty(x.shape(), DType::Float32, Device::CUDA);
+  Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
+  if (x.numel() == 0) return out;
+  const std::uint8_t* obs_flag = calib ? nullptr : observer_enabled_.cuda_data<std::uint8_t>();
+  const auto sym_zp = static_cast<std::int32_t>(spec_.symmetric ? spec_.symmetric_zero_point() : 0);
+  std::int32_t* counter = observer_->nonfinite_batches().cuda_data<std::int32_t>();
+  if (spec_.granularity == Granularity::PerTensor && c > 0) {
+    kernels::cuda::FusedObserverArgs a{mn.cuda_data<float>(),
+                                       mx.cuda_data<float>(),
+                                       scale_.cuda_data<float>(),
+                                       zero_point_.cuda_data<std::int32_t>(),
+                                       counter,
+                                       c,
+                                       spec_.quant_min(),
+                                       spec_.quant_max(),
+                                       spec_.symmetric,
+                                       sym_zp,
+                                       observe,
+                                       true,
+                                       obs_flag,
+                                       fake_quant_enabled_.cuda_data<std::uint8_t>()};
+    kernels::cuda::fused_moving_avg_obs_fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
+                                                   mask.cuda_data<std::uint8_t>(), x.numel(), a);
+  } else {
+    const detail::Layout l = detail::Layout::of(spec_, x.shape());
+    kernels::cuda::ObserveArgs a{};
+    a.min_val = mn.cuda_data<float>(), a.max_val = mx.cuda_data<float>();
+    a.nonfinite_batches = counter, a.observer_enabled = obs_flag, a.averaging_constant = c;
+    a.scale = scale_.cuda_data<float>(), a.zero_point = zero_point_.cuda_data<std::int32_t>();
+    a.qmin = spec_.quant_min(), a.qmax = spec_.quant_max();
+    a.symmetric = spec_.symmetric, a.symmetric_zero_point = sym_zp;
+    a.fake_quant_enabled = fake_quant_enabled_.cuda_data<std::uint8_t>();
+    if (!observe) {  // only the fake quantization (its switch read on the device)
+      kernels::cuda::FqParams p;
+      p.scale = a.scale, p.zero_point = a.zero_point, p.len = l.len, p.inner = l.inner;
+      p.enabled = a.fake_quant_enabled;
+      kernels::cuda::fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
+                                mask.cuda_data<std::uint8_t>(), x.numel(), p, a.qmin, a.qmax);
+    } else {
+      kernels::cuda::observe(x.cuda_data<float>(), l.outer, l.len, l.inner, a, out.cuda_data<float>(),
+                             mask.cuda_data<std::uint8_t>());
+    }
+  }
+  // straight-through estimator: dx = mask ? dy : 0
+  autograd::record(out, "fake_quantize", {x},
+                   [mask](const Tensor& g, const std::vector<Tensor>&, std::vector<Tensor>& gi) {
+                     gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+                     kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
+                                                gi[0].cuda_data<float>(), g.numel());
+                   });
+  return out;
+}
+
 Tensor FakeQuantize::forward(const Tensor& x) {
+  if (x.defined() && x.device() == Device::CUDA) return forward_cuda(x);
   if (observing()) {
     observer_->forward(x);
     const QParams q = observer_->calculate_qparams();

@@ -104,7 +104,9 @@ std::shared_ptr<Observer> make_observer(ObserverKind kind, const QuantSpec& spec
 
 /// PyTorch's FakeQuantize: in a training-mode forward, when observing, the observer records x and the
 /// scale / zero_point buffers take its qparams; when fake-quantizing, y = fake_quantize(x) with the
-/// straight-through gradient (fake_quant.h).
+/// straight-through gradient (fake_quant.h). On CUDA (MinMax and moving-average observers, per
+/// tensor or per channel) the whole step runs in device kernels without a host sync, scale and
+/// zero_point staying on the device; see forward_cuda in quantizer.cpp for what differs.
 class FakeQuantize : public Quantizer {
  public:
   /// `param_shape`: param_shape(spec, shape of the quantized tensor) ([1] per tensor).
@@ -120,6 +122,8 @@ class FakeQuantize : public Quantizer {
   void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
  private:
+  Tensor forward_cuda(const Tensor& x);
+
   std::shared_ptr<Observer> observer_;
   Tensor scale_, zero_point_;
 };

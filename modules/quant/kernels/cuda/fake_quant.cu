@@ -10,7 +10,7 @@
 #include "framework/kernels/cuda/launch.h"
 #include "framework/kernels/cuda/runtime.h"
 #include "modules/quant/kernels/cuda/kernels.h"
-#include "modules/quant/qparams.h"
+#include "modules/quant/kernels/cuda/observer_math.h"
 
 namespace qat::quant::kernels::cuda {
 namespace {
@@ -21,21 +21,20 @@ using qat::kernels::cuda::global_stride;
 using qat::kernels::cuda::grid_for;
 using qat::kernels::cuda::kBlock;
 namespace cg = cooperative_groups;
+using obs::max_z;
+using obs::min_z;
 
-// q = rint(x inv) + z; mask = [lo <= q <= hi]; y = (clamp(q) - z) s, the clamp as selects so NaN
-// (failing q > lo) maps to lo, as the CPU kernel
-__device__ inline float fq_one(float x, float inv, float s, float z, float lo, float hi,
-                               std::uint8_t* m) {
-  const float q = rintf(x * inv) + z;
-  *m = static_cast<std::uint8_t>((q >= lo) & (q <= hi));
-  float c = q > lo ? q : lo;
-  c = c < hi ? c : hi;
-  return (c - z) * s;
-}
+using obs::fake_quant_one;
 
 __global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                                   FqParams p, float lo, float hi) {
+  const bool on = p.enabled == nullptr || *p.enabled != 0;
   for (std::int64_t i = global_index(); i < n; i += global_stride()) {
+    if (!on) {
+      y[i] = x[i];
+      mask[i] = 1;
+      continue;
+    }
     float s = p.scale0;
     std::int32_t zp = p.zp0;
     if (p.scale != nullptr) {
@@ -44,7 +43,7 @@ __global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, 
       zp = p.zero_point[c];
     }
     const float inv = 1.0f / s;
-    y[i] = fq_one(x[i], inv, s, static_cast<float>(zp), lo, hi, &mask[i]);
+    y[i] = fake_quant_one(x[i], inv, s, static_cast<float>(zp), lo, hi, &mask[i]);
   }
 }
 
@@ -53,46 +52,16 @@ __global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, fl
   for (std::int64_t i = global_index(); i < n; i += global_stride()) dx[i] = mask[i] ? dy[i] : 0.0f;
 }
 
-// min / max with -0 below +0, NaN never entering (compares false)
-__device__ inline float min_z(float v, float lo) {
-  return (v < lo || (v == lo && signbit(v) && !signbit(lo))) ? v : lo;
-}
-__device__ inline float max_z(float v, float hi) {
-  return (v > hi || (v == hi && !signbit(v) && signbit(hi))) ? v : hi;
-}
-
-// calculate_qparams (qparams.cpp) for one range, the same float32 steps
-__device__ void qparams_one(float mn, float mx, const FusedObserverArgs& a, float* scale,
-                            std::int32_t* zp) {
-  if (mn == INFINITY && mx == -INFINITY) {
-    *scale = 1.0f;
-    *zp = 0;
-    return;
-  }
-  const float lo = 0.0f < mn ? 0.0f : mn, hi = mx < 0.0f ? 0.0f : mx;  // std::min / std::max
-  if (a.symmetric) {
-    const float half_range = static_cast<float>(static_cast<double>(a.qmax - a.qmin) / 2);
-    const float amax = -lo < hi ? hi : -lo;
-    const float s = amax / half_range;
-    *scale = s < kScaleEps ? kScaleEps : s;
-    *zp = a.symmetric_zero_point;
-  } else {
-    const float s0 = (hi - lo) / static_cast<float>(a.qmax - a.qmin);
-    const float s = s0 < kScaleEps ? kScaleEps : s0;
-    *scale = s;
-    // qmin - nearbyint(lo / s) in float (int64 - float), then to int64 and clamped
-    auto z = static_cast<std::int64_t>(static_cast<float>(a.qmin) - rintf(lo / s));
-    z = z < a.qmin ? a.qmin : (z > a.qmax ? a.qmax : z);
-    *zp = static_cast<std::int32_t>(z);
-  }
-}
-
 __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                              FusedObserverArgs a, float* part_min, float* part_max, int* part_bad) {
   cg::grid_group grid = cg::this_grid();
   __shared__ float smin[kBlock], smax[kBlock];
   __shared__ int sbad[kBlock];
-  if (a.observe) {
+  // the device flags: one value for the whole grid, so every block takes the same branch
+  const bool observe = a.observe && (a.observer_enabled == nullptr || *a.observer_enabled != 0);
+  const bool fake_quant_on =
+      a.fake_quant_on && (a.fake_quant_enabled == nullptr || *a.fake_quant_enabled != 0);
+  if (observe) {
     float lo = INFINITY, hi = -INFINITY;
     int bad = 0;
     for (std::int64_t i = global_index(); i < n; i += global_stride()) {
@@ -130,11 +99,12 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
         if (mn == INFINITY && mx == -INFINITY) {
           mn = bmin, mx = bmax;
         } else {  // a + c (b - a), float32, no contraction (-fmad=false)
-          mn = mn + a.averaging_constant * (bmin - mn);
-          mx = mx + a.averaging_constant * (bmax - mx);
+          mn = obs::moving_average(mn, bmin, a.averaging_constant);
+          mx = obs::moving_average(mx, bmax, a.averaging_constant);
         }
         *a.running_min = mn, *a.running_max = mx;
-        qparams_one(mn, mx, a, a.scale, a.zero_point);
+        obs::qparams_one(mn, mx, obs::QRange{a.qmin, a.qmax, a.symmetric, a.symmetric_zero_point},
+                         a.scale, a.zero_point);
       }
     }
     grid.sync();
@@ -142,8 +112,8 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
   const float s = *a.scale, z = static_cast<float>(*a.zero_point);
   const float lo = static_cast<float>(a.qmin), hi = static_cast<float>(a.qmax), inv = 1.0f / s;
   for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    if (a.fake_quant_on) {
-      y[i] = fq_one(x[i], inv, s, z, lo, hi, &mask[i]);
+    if (fake_quant_on) {
+      y[i] = fake_quant_one(x[i], inv, s, z, lo, hi, &mask[i]);
     } else {
       y[i] = x[i];
       mask[i] = 1;

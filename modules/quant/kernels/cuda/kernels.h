@@ -15,6 +15,8 @@ struct FqParams {
   float scale0 = 1.0f;
   std::int32_t zp0 = 0;
   std::int64_t len = 1, inner = 1;
+  /// Device flag (uint8 [1]) or null: when it reads 0, y = x and mask = 1 (no host sync).
+  const std::uint8_t* enabled = nullptr;
 };
 
 /// q = rint(x * (1/scale)) + zp; y = (clamp(q, qmin, qmax) - zp) * scale; mask = [qmin <= q <= qmax].
@@ -39,8 +41,36 @@ struct FusedObserverArgs {
   bool symmetric;
   std::int32_t symmetric_zero_point;
   bool observe, fake_quant_on;
+  /// Device flags (uint8 [1]) or null, ANDed with observe / fake_quant_on inside the kernel
+  /// (a quantizer's observer_enabled / fake_quant_enabled buffers, read without a host sync).
+  const std::uint8_t* observer_enabled = nullptr;
+  const std::uint8_t* fake_quant_enabled = nullptr;
 };
 void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                                      const FusedObserverArgs& args);
+
+/// An observer step on CUDA (observer.cu), x viewed as (outer, len, inner) with one range per
+/// index of len (per tensor: 1, 1, n). Unless *observer_enabled is 0: the batch's min / max per
+/// range (NaN skipped, -0 below +0, deterministic), then min_val / max_val updated as
+/// obs::update_range (averaging_constant 0: running min / max; else the moving average), then,
+/// with `scale`, scale / zero_point as calculate_qparams; a batch holding NaN / inf anywhere
+/// leaves every range alone and adds 1 to *nonfinite_batches. With `y`: y = fake_quant(x) with
+/// the (new) scale / zero_point and its STE mask, or y = x and mask 1 when *fake_quant_enabled
+/// is 0. No host sync; scratch from the device pool.
+struct ObserveArgs {
+  float* min_val;                        ///< [len]
+  float* max_val;                        ///< [len]
+  std::int32_t* nonfinite_batches;       ///< [1]
+  const std::uint8_t* observer_enabled;  ///< [1] or null (on)
+  float averaging_constant;              ///< 0: MinMaxObserver
+  float* scale = nullptr;                ///< [len] or null: no qparams, no fake quant
+  std::int32_t* zero_point = nullptr;    ///< [len]
+  std::int64_t qmin = 0, qmax = 255;
+  bool symmetric = false;
+  std::int32_t symmetric_zero_point = 0;
+  const std::uint8_t* fake_quant_enabled = nullptr;  ///< [1] or null (on)
+};
+void observe(const float* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
+             const ObserveArgs& args, float* y, std::uint8_t* mask);
 
 }  // namespace qat::quant::kernels::cuda

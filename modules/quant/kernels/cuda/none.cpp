@@ -17,4 +17,9 @@ void fused_moving_avg_obs_fake_quant(const float*, float*, std::uint8_t*, std::i
   if (n != 0) ::qat::cuda::detail::require_device("fused_moving_avg_obs_fake_quant");
 }
 
+void observe(const float*, std::int64_t outer, std::int64_t len, std::int64_t inner, const ObserveArgs&,
+             float*, std::uint8_t*) {
+  if (outer * len * inner != 0) ::qat::cuda::detail::require_device("observer");
+}
+
 }  // namespace qat::quant::kernels::cuda

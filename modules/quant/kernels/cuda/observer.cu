@@ -1,0 +1,146 @@
+// Observers on CUDA (kernels.h observe): per-range min / max, the running-statistics update,
+// qparams and, fused for per-channel ranges, the fake quantization. Deterministic: min / max are
+// exact and order the zeros (-0 below +0), the only atomic is an integer flag. The per-range math
+// is observer_math.h, shared with the host tests.
+#include <algorithm>
+#include <cstdint>
+
+#include "framework/kernels/cuda/launch.h"
+#include "framework/kernels/cuda/runtime.h"
+#include "modules/quant/kernels/cuda/kernels.h"
+#include "modules/quant/kernels/cuda/observer_math.h"
+
+namespace qat::quant::kernels::cuda {
+namespace {
+
+using ::qat::cuda::detail::stream;
+using qat::kernels::cuda::kBlock;
+using i64 = std::int64_t;
+
+__device__ inline bool flag_on(const std::uint8_t* f) { return f == nullptr || *f != 0; }
+
+// Block-wide fold of (lo, hi, bad) into thread 0's values.
+__device__ void block_min_max(float& lo, float& hi, int& bad) {
+  __shared__ float smin[kBlock], smax[kBlock];
+  __shared__ int sbad[kBlock];
+  smin[threadIdx.x] = lo, smax[threadIdx.x] = hi, sbad[threadIdx.x] = bad;
+  __syncthreads();
+  for (int w = kBlock / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) {
+      smin[threadIdx.x] = obs::min_z(smin[threadIdx.x + w], smin[threadIdx.x]);
+      smax[threadIdx.x] = obs::max_z(smax[threadIdx.x + w], smax[threadIdx.x]);
+      sbad[threadIdx.x] |= sbad[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  lo = smin[0], hi = smax[0], bad = sbad[0];
+}
+
+// Element j of range c: x viewed as (outer, len, inner), j over outer * inner.
+__device__ inline i64 element(i64 j, i64 c, i64 len, i64 inner) {
+  return (j / inner * len + c) * inner + j % inner;
+}
+
+// Block b: range c = b / splits, its slice s = b % splits of the range's m = outer * inner
+// elements -> part_min / part_max [c * splits + s]; any NaN / inf sets *any_bad.
+__global__ void partial_min_max_kernel(const float* x, i64 len, i64 inner, i64 m, i64 splits,
+                                       const std::uint8_t* observer_enabled, float* part_min,
+                                       float* part_max, int* any_bad) {
+  if (!flag_on(observer_enabled)) return;
+  const i64 c = blockIdx.x / splits, s = blockIdx.x % splits;
+  const i64 chunk = (m + splits - 1) / splits, begin = s * chunk, end = min(m, begin + chunk);
+  float lo = INFINITY, hi = -INFINITY;
+  int bad = 0;
+  for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const float v = x[element(j, c, len, inner)];
+    bad |= !isfinite(v);
+    lo = obs::min_z(v, lo);
+    hi = obs::max_z(v, hi);
+  }
+  block_min_max(lo, hi, bad);
+  if (threadIdx.x == 0) {
+    part_min[blockIdx.x] = lo, part_max[blockIdx.x] = hi;
+    if (bad) atomicOr(any_bad, 1);
+  }
+}
+
+// Block c: folds range c's partials, updates its statistics and qparams (unless the batch held
+// NaN / inf: then block 0 counts it), then, with y, fake-quantizes range c's elements.
+__global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 len, i64 inner, i64 m,
+                              i64 splits, const float* part_min, const float* part_max,
+                              const int* any_bad, ObserveArgs a, obs::QRange r) {
+  const i64 c = blockIdx.x;
+  __shared__ float s_scale;
+  __shared__ std::int32_t s_zp;
+  if (flag_on(a.observer_enabled)) {
+    float lo = INFINITY, hi = -INFINITY;
+    int bad = 0;
+    for (i64 k = threadIdx.x; k < splits; k += blockDim.x) {
+      lo = obs::min_z(part_min[c * splits + k], lo);
+      hi = obs::max_z(part_max[c * splits + k], hi);
+    }
+    block_min_max(lo, hi, bad);
+    if (threadIdx.x == 0) {
+      if (*any_bad) {
+        if (c == 0) ++*a.nonfinite_batches;
+      } else {
+        obs::update_range(&a.min_val[c], &a.max_val[c], lo, hi, a.averaging_constant);
+        if (a.scale != nullptr)
+          obs::qparams_one(a.min_val[c], a.max_val[c], r, &a.scale[c], &a.zero_point[c]);
+      }
+    }
+  }
+  if (y == nullptr) return;
+  if (threadIdx.x == 0) s_scale = a.scale[c], s_zp = a.zero_point[c];
+  __syncthreads();
+  const bool on = flag_on(a.fake_quant_enabled);
+  const float s = s_scale, z = static_cast<float>(s_zp), inv = 1.0f / s;
+  const float qlo = static_cast<float>(r.qmin), qhi = static_cast<float>(r.qmax);
+  for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
+    const i64 i = element(j, c, len, inner);
+    if (!on) {
+      y[i] = x[i];
+      mask[i] = 1;
+      continue;
+    }
+    y[i] = obs::fake_quant_one(x[i], inv, s, z, qlo, qhi, &mask[i]);
+  }
+}
+
+}  // namespace
+
+void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a, float* y,
+             std::uint8_t* mask) {
+  constexpr const char* fn = "observer (CUDA)";
+  const i64 m = outer * inner;
+  if (len == 0 || m == 0) return;
+  // slices of at least 4096 elements, at most 8192 blocks in all
+  const i64 splits = std::max<i64>(1, std::min<i64>((m + 4095) / 4096, 8192 / len));
+  const i64 parts = len * splits;
+  std::size_t cap = 0;
+  void* scratch = ::qat::cuda::detail::allocate(
+      static_cast<std::size_t>(parts) * 2 * sizeof(float) + sizeof(int), &cap, fn);
+  float* part_min = static_cast<float*>(scratch);
+  float* part_max = part_min + parts;
+  int* any_bad = reinterpret_cast<int*>(part_max + parts);
+  cudaStream_t s = stream(fn);
+  QAT_CUDA_CHECK(cudaMemsetAsync(any_bad, 0, sizeof(int), s), fn);
+  partial_min_max_kernel<<<static_cast<unsigned>(parts), kBlock, 0, s>>>(
+      x, len, inner, m, splits, a.observer_enabled, part_min, part_max, any_bad);
+  QAT_CUDA_CHECK_LAUNCH(fn);
+  const obs::QRange r{a.qmin, a.qmax, a.symmetric, a.symmetric_zero_point};
+  // few long ranges (per tensor): the fake quantization as its own grid-wide kernel
+  const bool fuse = y != nullptr && a.scale != nullptr && (len >= 16 || m <= 16 * kBlock);
+  update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner, m,
+                                                              splits, part_min, part_max, any_bad, a, r);
+  QAT_CUDA_CHECK_LAUNCH(fn);
+  ::qat::cuda::detail::release(scratch, cap);  // stream-ordered pool: safe to reuse at once
+  if (y != nullptr && a.scale != nullptr && !fuse) {
+    FqParams p;
+    p.scale = a.scale, p.zero_point = a.zero_point, p.len = len, p.inner = inner;
+    p.enabled = a.fake_quant_enabled;
+    fake_quant(x, y, mask, outer * len * inner, p, a.qmin, a.qmax);
+  }
+}
+
+}  // namespace qat::quant::kernels::cuda
