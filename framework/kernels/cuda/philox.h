@@ -6,13 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#ifndef QAT_HOST_DEVICE
-#ifdef __CUDACC__
-#define QAT_HOST_DEVICE __host__ __device__
-#else
-#define QAT_HOST_DEVICE
-#endif
-#endif
+#include "framework/kernels/cuda/host_device.h"
 
 namespace qat::kernels::cuda {
 

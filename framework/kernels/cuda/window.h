@@ -7,13 +7,7 @@
 
 #include "framework/kernels/cuda/kernels.h"
 
-#ifndef QAT_HOST_DEVICE
-#ifdef __CUDACC__
-#define QAT_HOST_DEVICE __host__ __device__
-#else
-#define QAT_HOST_DEVICE
-#endif
-#endif
+#include "framework/kernels/cuda/host_device.h"
 
 namespace qat::kernels::cuda::window {
 
