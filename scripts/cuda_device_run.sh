@@ -22,6 +22,7 @@ case "$cmd" in
     rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib" "$carry/examples" "$carry/data"
     cp "$build/tests/test_cuda" "$build/bench/bench_cuda" "$carry/bin/"
     cp "$build/examples/mlp_qat" "$build/examples/cnn_qat" "$carry/examples/"
+    strip --strip-unneeded "$carry/bin/"* "$carry/examples/"*  # the device tool carries 64 MiB in all
     # Fashion-MNIST for the training comparison (the GPU machine has no Debian data sets)
     cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$carry/data/"
     ldd "$carry/bin/"* "$carry/examples/"* | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
