@@ -12,6 +12,8 @@
 #include "framework/tensor/random.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/fused_observer.h"
+#include "modules/quant/qconfig.h"
+#include "modules/quant/quantizer.h"
 
 using namespace qat;
 
@@ -70,6 +72,14 @@ int main() {
       // observer pass reads x, then fake quant reads x, writes y and mask: 4 + 4 + 4 + 1
       row("fused observer + fake quant forward", 13,
           [&] { quant::fused_moving_avg_obs_fake_quant(x, st, spec, 0.01); });
+      // int8_default's weight quantizer (FakeQuantize, moving-average per-channel observer on
+      // axis 0: n / 1024 channels of 1024): the min / max pass reads x, fake quant reads x and
+      // writes y and the mask
+      const quant::QConfigRegistry reg;
+      auto wq = quant::make_quantizer(*reg.get("int8_default").weight, x.shape());
+      wq->train();
+      wq->to(Device::CUDA);
+      row("FakeQuantize per-channel (observer + fq)", 13, [&] { (void)wq->forward(x); });
     }
     Tensor xl = x.detach();
     xl.requires_grad_();
