@@ -42,6 +42,10 @@ GroupOptions GroupOptions::from_env() {
               "QAT_DIST_TIMEOUT=", timeout_s, " is not in 1..86400 seconds");
   o.timeout = std::chrono::seconds(timeout_s);
   o.iface = env_str("GLOO_SOCKET_IFNAME", "");
+  const std::string lane = env_str("QAT_DIST_LANE", "block");
+  QAT_REQUIRE(lane == "off" || lane == "block" || lane == "spin", "GroupOptions::from_env",
+              "QAT_DIST_LANE='", lane, "' must be off, block or spin");
+  o.lane = lane == "off" ? Lane::Off : lane == "spin" ? Lane::Spin : Lane::Block;
   o.validate();
   return o;
 }
@@ -56,6 +60,7 @@ void GroupOptions::validate() const {
               master_port);
   QAT_REQUIRE(!master_addr.empty(), fn, "MASTER_ADDR is empty");
   QAT_REQUIRE(timeout.count() > 0, fn, "timeout must be positive, got ", timeout.count(), " ms");
+  QAT_REQUIRE(lane_bytes >= 0, fn, "lane_bytes must be >= 0, got ", lane_bytes);
 }
 
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {

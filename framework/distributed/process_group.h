@@ -35,11 +35,22 @@ struct GroupOptions {
   /// Network interface for the collectives (GLOO_SOCKET_IFNAME); "" picks the address from
   /// master_addr: loopback for a local job, else this host's name.
   std::string iface;
+  /// How small blocking all-reduces (observer ranges, SyncBatchNorm sums: the collectives the
+  /// forward pass waits on) travel. Off: like every collective, through Gloo's event-loop thread,
+  /// which must be scheduled, read the bytes and wake the caller. Block / Spin: on a second set of
+  /// connections in Gloo's synchronous pair mode, read by the calling thread itself, which sleeps
+  /// in recv() (Block) or polls it (Spin: lowest latency, but it holds its core while it waits).
+  /// Min and max always qualify; a sum only with 2 ranks (there a + b == b + a, so every rank
+  /// keeps the same bits). QAT_DIST_LANE=off|block|spin.
+  enum class Lane { Off, Block, Spin };
+  Lane lane = Lane::Block;
+  /// The largest all-reduce, in bytes, that takes the lane.
+  std::int64_t lane_bytes = 256 * 1024;
 
   /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; under mpirun, which sets
   /// none of these, OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (then MASTER_ADDR defaults to
   /// 127.0.0.1: pass -x MASTER_ADDR=host for several machines). QAT_DIST_TIMEOUT (seconds) and
-  /// GLOO_SOCKET_IFNAME are read too. Throws qat::Error naming the variable and its value.
+  /// GLOO_SOCKET_IFNAME are read too, and QAT_DIST_LANE. Throws qat::Error naming the variable and its value.
   static GroupOptions from_env();
   /// Throws qat::Error naming the field and value unless the options are usable.
   void validate() const;
@@ -62,6 +73,7 @@ class Work {
 struct GroupStats {
   std::int64_t all_reduce_calls = 0, all_reduce_bytes = 0;  // bytes of the tensors reduced
   std::int64_t broadcast_bytes = 0, all_gather_bytes = 0, barriers = 0;
+  std::int64_t lane_calls = 0;  // all-reduces that took the synchronous lane
 };
 
 class ProcessGroup {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -105,6 +106,8 @@ void check_identical(ProcessGroup& g, const nn::Module& m, const std::string& wh
           when + ": rank " + std::to_string(r) + "'s parameters and buffers differ from rank 0's");
 }
 
+double ranks_sum_of(int w) { return w * (w + 1) / 2.0; }
+
 int collectives(ProcessGroup& g) {
   const int r = g.rank(), w = g.world_size();
   for (std::int64_t n : {1, 7, 1000, 300007}) {  // 300007 floats: several Gloo segments
@@ -135,6 +138,40 @@ int collectives(ProcessGroup& g) {
             "all_reduce sum int32");
     }
   }
+  // Blocking float all-reduces (what observers and SyncBatchNorm issue in the forward pass) take
+  // the synchronous lane when small (70001 doubles do not), also while async work is in flight on
+  // the other connections; the same calls again reuse the lane's rings.
+  Tensor big = Tensor::full(Shape{200003}, static_cast<double>(r + 1), DType::Float32);
+  auto wbig = g.all_reduce_async(big, ReduceOp::Sum);
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::int64_t n : {1, 7, 1000, 70001}) {
+      std::vector<float> lo(n), hi(n);
+      std::vector<double> s(n);
+      for (std::int64_t k = 0; k < n; ++k) {
+        lo[k] = static_cast<float>(k % 5) - 0.25f * r;
+        hi[k] = lo[k];
+        s[k] = 0.1 * static_cast<double>(k % 9) + r;
+      }
+      g.all_reduce(lo.data(), n, DType::Float32, ReduceOp::Min);
+      g.all_reduce(hi.data(), n, DType::Float32, ReduceOp::Max);
+      g.all_reduce(s.data(), n, DType::Float64, ReduceOp::Sum);
+      for (std::int64_t k = 0; k < n; ++k) {
+        check(lo[k] == static_cast<float>(k % 5) - 0.25f * (w - 1), "blocking all_reduce min float32");
+        check(hi[k] == static_cast<float>(k % 5), "blocking all_reduce max float32");
+        double expect = 0;
+        for (int q = 0; q < w; ++q) expect += 0.1 * static_cast<double>(k % 9) + q;
+        check(std::abs(s[k] - expect) <= 1e-12 * std::abs(expect), "blocking all_reduce sum float64");
+      }
+    }
+  wbig->wait();
+  const char* lane_env = std::getenv("QAT_DIST_LANE");
+  const bool lane = !(lane_env && std::string(lane_env) == "off");
+  // per pass: min and max of 1, 7, 1000 floats, and the sums too with 2 ranks
+  const std::int64_t lane_calls = 2 * (w == 2 ? 9 : 6);
+  check(g.stats().lane_calls == (lane ? lane_calls : 0),
+        "synchronous lane calls: " + std::to_string(g.stats().lane_calls));
+  for (std::int64_t k = 0; k < big.numel(); ++k)
+    check(big.data<float>()[k] == static_cast<float>(ranks_sum_of(w)), "async sum beside the lane");
   Tensor b = Tensor::full(Shape{3, 5}, r == w - 1 ? 42.0 : -1.0);
   g.broadcast(b, w - 1);
   for (std::int64_t k = 0; k < b.numel(); ++k) check(b.data<float>()[k] == 42.0f, "broadcast");

@@ -137,6 +137,13 @@ BOOST_AUTO_TEST_CASE(all_reduce_broadcast_all_gather_barrier_on_2_and_3_ranks) {
     const auto rs = launch({kWorker, "collectives"}, world);
     for (const RankResult& r : rs) BOOST_TEST(r.status == 0, r.output);
   }
+  // the lane spinning, and no lane (every collective on the event-loop connections)
+  for (const char* lane : {"spin", "off"}) {
+    const auto rs = launch({kWorker, "collectives"}, 2, [=](int) {
+      return std::map<std::string, std::string>{{"QAT_DIST_LANE", lane}};
+    });
+    for (const RankResult& r : rs) BOOST_TEST(r.status == 0, lane << ": " << r.output);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_group_of_one_needs_no_backend) {
@@ -183,13 +190,16 @@ BOOST_AUTO_TEST_SUITE(failures)
 // A rank that throws, is killed or hangs: the others stop with an error naming the collective
 // and their rank, within seconds (a dead peer closes its connections) or the timeout (a hang).
 BOOST_AUTO_TEST_CASE(a_failing_rank_stops_the_others_with_a_clear_error) {
-  for (const char* how : {"throw", "kill"}) {
-    const auto rs = launch({kWorker, "fail", how}, 2);
-    BOOST_TEST(rs[1].status != 0);
-    BOOST_TEST(rs[0].status == 2, how << ": " << rs[0].output);
-    BOOST_TEST(contains(rs[0].output, "failed on rank 0 of 2"), rs[0].output);
-    BOOST_TEST(rs[0].seconds < 30.0, how << ": rank 0 took " << rs[0].seconds << " s to stop");
-  }
+  for (const char* lane : {"block", "spin"})
+    for (const char* how : {"throw", "kill"}) {
+      const auto rs = launch({kWorker, "fail", how}, 2, [=](int) {
+        return std::map<std::string, std::string>{{"QAT_DIST_LANE", lane}};
+      });
+      BOOST_TEST(rs[1].status != 0);
+      BOOST_TEST(rs[0].status == 2, lane << ", " << how << ": " << rs[0].output);
+      BOOST_TEST(contains(rs[0].output, "failed on rank 0 of 2"), rs[0].output);
+      BOOST_TEST(rs[0].seconds < 30.0, how << ": rank 0 took " << rs[0].seconds << " s to stop");
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_hanging_rank_is_reported_after_the_timeout) {
@@ -278,6 +288,13 @@ BOOST_AUTO_TEST_CASE(bad_environment_values_are_named) {
       },
       30);
   BOOST_TEST(contains(port[0].output, "MASTER_PORT='http' is not a whole number"), port[0].output);
+  const auto poll = launch(
+      {kWorker, "join"}, 1,
+      [](int) {
+        return std::map<std::string, std::string>{{"QAT_DIST_LANE", "fast"}};
+      },
+      30);
+  BOOST_TEST(contains(poll[0].output, "QAT_DIST_LANE='fast' must be off, block or spin"), poll[0].output);
 }
 
 BOOST_AUTO_TEST_CASE(models_that_differ_between_ranks_are_refused_at_start) {
