@@ -143,13 +143,13 @@ void reduce(const Op& op, const ParamLayout& l, float* out0, float* out1, const 
   ::qat::cuda::detail::release(part, cap);  // stream-ordered pool: safe to reuse at once
 }
 
-// y = lsq_forward_one(x) with the element's scale and rounded zero point.
+// y = lsq_forward_one(x) with the element's scale and forward zero point.
 __global__ void lsq_forward_kernel(const float* __restrict__ x, float* __restrict__ y, i64 n, i64 len,
                                    i64 inner, const float* scale, const float* zero_point, float lo,
                                    float hi) {
   for (i64 i = global_index(); i < n; i += global_stride()) {
     const i64 c = param_of(i, len, inner);
-    y[i] = lm::lsq_forward_one(x[i], scale[c], lm::rounded_zero_point(zero_point[c], lo, hi), lo, hi);
+    y[i] = lm::lsq_forward_one(x[i], scale[c], lm::forward_zero_point(zero_point[c], lo, hi), lo, hi);
   }
 }
 

@@ -36,11 +36,16 @@ QAT_HOST_DEVICE inline float clamp_like_std(float v, float lo, float hi) {
   return v < lo ? lo : (hi < v ? hi : v);
 }
 
-/// clamp(round_half_even(zp), qmin, qmax): the forward zero point of both LSQ ops and the
-/// backward one of the per-channel op (PyTorch's _get_rounded_zero_point). The CPU casts it to
-/// int32 and back, which is exact.
+/// clamp(round_half_even(zp), qmin, qmax): the per-channel op's backward zero point (PyTorch's
+/// _get_rounded_zero_point; -0.4 gives -0).
 QAT_HOST_DEVICE inline float rounded_zero_point(float zp, float lo, float hi) {
   return clamp_like_std(round_even(zp), lo, hi);
+}
+
+/// The forward zero point of both LSQ ops: rounded_zero_point through the CPU's int32 cast,
+/// exact except that -0 becomes +0 (+ 0.0f does that).
+QAT_HOST_DEVICE inline float forward_zero_point(float zp, float lo, float hi) {
+  return rounded_zero_point(zp, lo, hi) + 0.0f;
 }
 
 /// trunc(clamp(zp + 0.5, qmin, qmax)): the per-tensor op's backward zero point (PyTorch's
@@ -49,7 +54,7 @@ QAT_HOST_DEVICE inline float truncated_zero_point(float zp, float lo, float hi) 
   return static_cast<float>(static_cast<std::int64_t>(clamp_like_std(zp + 0.5f, lo, hi)));
 }
 
-/// LSQ forward of one element: fake quantization with scale s and the rounded zero point zr,
+/// LSQ forward of one element: fake quantization with scale s and forward zero point zr,
 /// y = (clamp(rint(x (1/s)) + zr, lo, hi) - zr) s (kernels/cpu/fake_quant.cpp).
 QAT_HOST_DEVICE inline float lsq_forward_one(float x, float s, float zr, float lo, float hi) {
   std::uint8_t unused = 0;
