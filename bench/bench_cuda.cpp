@@ -14,8 +14,8 @@
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/fused_observer.h"
 #include "modules/quant/qconfig.h"
-#include "modules/quant/spec.h"
 #include "modules/quant/quantizer.h"
+#include "modules/quant/spec.h"
 
 using namespace qat;
 

@@ -75,12 +75,13 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
 
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
   if (mask.device() == Device::CUDA) {
-    autograd::record(out, name, {x}, [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
-      common_device(name, {{"grad", &g}, {"mask", &mask}});
-      gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
-      quant::kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
-                                        gi[0].cuda_data<float>(), g.numel());
-    });
+    autograd::record(
+        out, name, {x}, [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
+          common_device(name, {{"grad", &g}, {"mask", &mask}});
+          gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+          quant::kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
+                                            gi[0].cuda_data<float>(), g.numel());
+        });
     return;
   }
   autograd::record(out, name, {x},

@@ -151,9 +151,9 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
 
 // CUDA: the same op with kernels::cuda::lsq_forward / lsq_backward; `truncated_zero_point`
 // picks the per-tensor op's backward zero point (see the ops below).
-Tensor learnable_cuda(const Tensor& x, const Tensor& scale, const Tensor& zero_point, const Layout& layout,
-                      std::int64_t qmin, std::int64_t qmax, double grad_factor, bool truncated_zero_point,
-                      const char* name) {
+Tensor learnable_cuda(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                      const Layout& layout, std::int64_t qmin, std::int64_t qmax, double grad_factor,
+                      bool truncated_zero_point, const char* name) {
   const kcuda::ParamLayout pl = param_layout(layout);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
   kcuda::lsq_forward(x.cuda_data<float>(), out.cuda_data<float>(), pl, scale.cuda_data<float>(),

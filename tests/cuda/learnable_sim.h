@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "framework/tensor/random.h"
 #include "framework/tensor/tensor.h"
-#include "cuda_test_util.h"
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cuda/fp8_math.h"
@@ -39,8 +39,9 @@ inline std::int64_t param_of(const Layout& l, std::int64_t i) { return (i / l.in
 /// [lo[p], hi[p]]: uniform over 1.4 times the range, every 8th value on a half step (a tie
 /// when the step is a power of two), every 29th exactly at an end of the range, every 31st
 /// -0; with `specials`, a few NaN and +-inf.
-inline Tensor quant_input(const Shape& shape, int axis, std::uint64_t seed, const std::vector<float>& step,
-                          const std::vector<float>& lo, const std::vector<float>& hi, bool specials) {
+inline Tensor quant_input(const Shape& shape, int axis, std::uint64_t seed,
+                          const std::vector<float>& step, const std::vector<float>& lo,
+                          const std::vector<float>& hi, bool specials) {
   const Layout l = layout_of(shape, axis);
   Generator gen(seed);
   std::vector<float> v(static_cast<std::size_t>(shape.numel()));
@@ -121,9 +122,10 @@ struct LsqSim {
   double ds_abs = 0, dz_abs = 0;  // sum of |terms|: the scale of the rounding in the sums
 };
 
-inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l, const std::vector<float>& scale,
-                           const std::vector<float>& zero_point, std::int64_t qmin, std::int64_t qmax,
-                           double grad_factor, bool truncated_zero_point) {
+inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
+                           const std::vector<float>& scale, const std::vector<float>& zero_point,
+                           std::int64_t qmin, std::int64_t qmax, double grad_factor,
+                           bool truncated_zero_point) {
   const float lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
   const std::vector<float> xv = x.to_vector<float>(), g = dy.to_vector<float>();
   LsqSim r;
@@ -158,7 +160,7 @@ struct LsqCase {
   int axis;
   std::int64_t qmin, qmax;
   double grad_factor;
-  bool specials;                ///< NaN and +-inf among the inputs
+  bool specials;                 ///< NaN and +-inf among the inputs
   std::int64_t first_param = 0;  ///< parameter p uses lsq_scale / lsq_zero_point(first_param + p)
 };
 
@@ -168,14 +170,16 @@ inline std::vector<LsqCase> lsq_cases(bool large) {
   std::vector<LsqCase> c{
       {"per tensor, 1 element", Shape{1}, -1, 0, 255, 1.0, false},
       {"per tensor, 7", Shape{7}, -1, 0, 255, 0.5, false},
-      {"per tensor int8, 10x100, specials", Shape{10, 100}, -1, -128, 127, 1 / std::sqrt(1000.0 * 127), true, 1},
+      {"per tensor int8, 10x100, specials", Shape{10, 100}, -1, -128, 127, 1 / std::sqrt(1000.0 * 127),
+       true, 1},
       {"per tensor int4, 100003, specials", Shape{100003}, -1, 0, 15, 1.0, true, 2},
       {"per channel axis 0, 3 channels", Shape{3, 11, 13}, 0, -128, 127, 0.01, false},
       {"per channel axis 1, 17 channels", Shape{5, 17, 9}, 1, 0, 255, 1.0, true},
       {"per channel last axis, 17 channels", Shape{7, 17}, 1, -8, 7, 1.0, false},
       {"per channel axis 0, 17 x 5005", Shape{17, 5, 1001}, 0, 0, 255, 0.003, true},
   };
-  if (large) c.push_back({"per tensor, 1000003, specials", Shape{1000003}, -1, -128, 127, 1e-3, true, 6});
+  if (large)
+    c.push_back({"per tensor, 1000003, specials", Shape{1000003}, -1, -128, 127, 1e-3, true, 6});
   return c;
 }
 
@@ -202,7 +206,8 @@ inline LsqData lsq_data(const LsqCase& c, std::uint64_t seed) {
   for (std::int64_t p = 0; p < l.num_params; ++p) {
     d.s.push_back(lsq_scale(c.first_param + p));
     d.z.push_back(lsq_zero_point(c.first_param + p, c.qmin));
-    const float zr = std::clamp(std::nearbyint(d.z[p]), static_cast<float>(c.qmin), static_cast<float>(c.qmax));
+    const float zr =
+        std::clamp(std::nearbyint(d.z[p]), static_cast<float>(c.qmin), static_cast<float>(c.qmax));
     lo.push_back((c.qmin - zr) * d.s[p]);
     hi.push_back((c.qmax - zr) * d.s[p]);
   }
@@ -219,10 +224,10 @@ struct Run {
 };
 inline Run run_lsq(const LsqCase& c, const LsqData& d, Device device) {
   const Tensor x = leaf(d.x.to(device)), s = leaf(d.scale.to(device)), z = leaf(d.zero_point.to(device));
-  const Tensor y =
-      c.axis < 0
-          ? quant::fake_quantize_learnable_per_tensor_affine(x, s, z, c.qmin, c.qmax, c.grad_factor)
-          : quant::fake_quantize_learnable_per_channel_affine(x, s, z, c.axis, c.qmin, c.qmax, c.grad_factor);
+  const Tensor y = c.axis < 0 ? quant::fake_quantize_learnable_per_tensor_affine(x, s, z, c.qmin, c.qmax,
+                                                                                 c.grad_factor)
+                              : quant::fake_quantize_learnable_per_channel_affine(
+                                    x, s, z, c.axis, c.qmin, c.qmax, c.grad_factor);
   y.backward(d.dy.to(device));
   return {y, x.grad(), s.grad(), z.grad()};
 }
@@ -300,8 +305,8 @@ inline std::vector<float> fp8_probe_values(quant::Format format) {
     }
   }
   for (float s : {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
-                  std::nextafter(std::numeric_limits<float>::min(), 0.0f), std::numeric_limits<float>::max(),
-                  max, std::nextafter(max, kInf), kInf, kNaN})
+                  std::nextafter(std::numeric_limits<float>::min(), 0.0f),
+                  std::numeric_limits<float>::max(), max, std::nextafter(max, kInf), kInf, kNaN})
     v.push_back(s);
   for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 65521)
     v.push_back(quant::kernels::cuda::fp8::float_of(static_cast<std::uint32_t>(b)));
@@ -309,6 +314,5 @@ inline std::vector<float> fp8_probe_values(quant::Format format) {
   for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
   return v;
 }
-
 
 }  // namespace qat::test

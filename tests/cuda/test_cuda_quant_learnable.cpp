@@ -28,7 +28,8 @@ void require_grad_close(const Tensor& cpu, const Tensor& gpu, double abs_terms, 
     const std::vector<float> a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
     BOOST_REQUIRE_EQUAL(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i)
-      if (!grad_close(a[i], b[i], abs_terms)) BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
+      if (!grad_close(a[i], b[i], abs_terms))
+        BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
   }
 }
 
@@ -36,7 +37,8 @@ void require_vector_bits(const Tensor& gpu, const std::vector<float>& want, cons
   const std::vector<float> b = gpu.to_vector<float>();
   BOOST_REQUIRE_EQUAL(b.size(), want.size());
   for (std::size_t i = 0; i < b.size(); ++i)
-    if (!same_bits(b[i], want[i])) BOOST_FAIL(what << " element " << i << ": cuda " << b[i] << ", sim " << want[i]);
+    if (!same_bits(b[i], want[i]))
+      BOOST_FAIL(what << " element " << i << ": cuda " << b[i] << ", sim " << want[i]);
 }
 
 // Same bits, or NaN on both sides (CUDA returns the canonical NaN, the CPU keeps the payload).
@@ -44,7 +46,8 @@ void require_bits_or_nan(const Tensor& cpu, const Tensor& gpu) {
   BOOST_REQUIRE(cpu.shape() == gpu.shape());
   const std::vector<float> a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (!same_bits_or_nan(a[i], b[i])) BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
+    if (!same_bits_or_nan(a[i], b[i]))
+      BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -147,12 +150,16 @@ BOOST_AUTO_TEST_CASE(mixed_devices_are_refused) {
   const Tensor x = Tensor::ones(Shape{4, 3}).to(Device::CUDA), one = Tensor::ones(Shape{1});
   const Tensor three = Tensor::ones(Shape{3}), zero = Tensor::zeros(Shape{1});
   for (const std::string& e :
-       {error_of([&] { (void)quant::fake_quantize_learnable_per_tensor_affine(x, one, zero, 0, 255, 1.0); }),
+       {error_of(
+            [&] { (void)quant::fake_quantize_learnable_per_tensor_affine(x, one, zero, 0, 255, 1.0); }),
         error_of([&] {
-          (void)quant::fake_quantize_learnable_per_channel_affine(x, three.to(Device::CUDA), three, 1, 0, 255, 1);
+          (void)quant::fake_quantize_learnable_per_channel_affine(x, three.to(Device::CUDA), three, 1, 0,
+                                                                  255, 1);
         }),
         error_of([&] { (void)quant::fake_quantize_learnable_amax(x, one, quant::QuantSpec{}); }),
-        error_of([&] { (void)quant::fake_quantize_fp8(x, one, quant::QuantSpec::fp8(quant::Format::FP8_E4M3)); }),
+        error_of([&] {
+          (void)quant::fake_quantize_fp8(x, one, quant::QuantSpec::fp8(quant::Format::FP8_E4M3));
+        }),
         error_of([&] {
           (void)quant::fake_quantize_fp8(x.to(Device::CPU), one.to(Device::CUDA),
                                          quant::QuantSpec::fp8(quant::Format::FP8_E5M2));
@@ -177,8 +184,8 @@ BOOST_AUTO_TEST_CASE(amax_matches_cpu) {
       for (std::size_t i = 0; i < xv.size(); ++i) {
         std::uint8_t m = 0;
         lm::amax_forward_one(xv[i],
-                             lm::amax_consts(d.a[param_of(l, static_cast<std::int64_t>(i))], c.spec.is_signed,
-                                             static_cast<float>(c.spec.quant_min()),
+                             lm::amax_consts(d.a[param_of(l, static_cast<std::int64_t>(i))],
+                                             c.spec.is_signed, static_cast<float>(c.spec.quant_min()),
                                              static_cast<float>(c.spec.quant_max())),
                              &m);
         lm::amax_backward_one(dy[i], m, &terms[i]);
@@ -214,7 +221,8 @@ BOOST_AUTO_TEST_CASE(fp8_matches_cpu) {
     cases.push_back({QuantSpec::fp8(f, Granularity::PerChannel, 0), Shape{3, 11, 13}});
     cases.push_back({QuantSpec::fp8(f, Granularity::PerChannel, 1), Shape{5, 17, 9}});
   }
-  auto run = [](const QuantSpec& spec, const Tensor& x0, const Tensor& scale, const Tensor& g, Device dev) {
+  auto run = [](const QuantSpec& spec, const Tensor& x0, const Tensor& scale, const Tensor& g,
+                Device dev) {
     const Tensor x = leaf(x0.to(dev));
     const Tensor y = quant::fake_quantize_fp8(x, scale.to(dev), spec);
     y.backward(g.to(dev));

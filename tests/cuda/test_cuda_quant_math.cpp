@@ -26,10 +26,12 @@ void require_sim_bits(const Tensor& cpu, const std::vector<float>& sim, const ch
   const std::vector<float> a = cpu.to_vector<float>();
   BOOST_REQUIRE_EQUAL(a.size(), sim.size());
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (!same_bits(a[i], sim[i])) BOOST_FAIL(what << " element " << i << ": cpu " << a[i] << ", sim " << sim[i]);
+    if (!same_bits(a[i], sim[i]))
+      BOOST_FAIL(what << " element " << i << ": cpu " << a[i] << ", sim " << sim[i]);
 }
 
-void require_sim_close(const Tensor& cpu, const std::vector<float>& sim, double abs_terms, const char* what) {
+void require_sim_close(const Tensor& cpu, const std::vector<float>& sim, double abs_terms,
+                       const char* what) {
   const std::vector<float> a = cpu.to_vector<float>();
   BOOST_REQUIRE_EQUAL(a.size(), sim.size());
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -100,7 +102,8 @@ BOOST_AUTO_TEST_CASE(amax_math_matches_cpu_op) {
   for (const AmaxCase& c : cases) {
     BOOST_TEST_CONTEXT(c.name) {
       const Layout l = quant::detail::Layout::of(c.spec, c.shape);
-      const float qmax = static_cast<float>(c.spec.quant_max()), qmin = static_cast<float>(c.spec.quant_min());
+      const float qmax = static_cast<float>(c.spec.quant_max()),
+                  qmin = static_cast<float>(c.spec.quant_min());
       const AmaxData d = amax_data(c.spec, c.shape, 50);
       const std::vector<float>& amax = d.a;
       const Tensor &x = d.x, &dy = d.dy;
@@ -131,7 +134,6 @@ BOOST_AUTO_TEST_CASE(amax_math_matches_cpu_op) {
   }
 }
 
-
 // fp8::round_element, the CPU's scalar float32 rounding, against the CPU's vectorised kernel
 // (fake_quantize_fp8 with scale 1, mask included) and the frexp / ldexp reference in double.
 BOOST_AUTO_TEST_CASE(fp8_rounding_matches_cpu_kernel) {
@@ -142,7 +144,8 @@ BOOST_AUTO_TEST_CASE(fp8_rounding_matches_cpu_kernel) {
       const float max = static_cast<float>(f.max);
       const std::vector<float> v = fp8_probe_values(format);
       const Tensor x = leaf(Tensor::from_vector(v, Shape{static_cast<std::int64_t>(v.size())}));
-      const Tensor y = quant::fake_quantize_fp8(x, Tensor::ones(Shape{1}), quant::QuantSpec::fp8(format));
+      const Tensor y =
+          quant::fake_quantize_fp8(x, Tensor::ones(Shape{1}), quant::QuantSpec::fp8(format));
       y.backward(Tensor::ones(x.shape()));
       const std::vector<float> yk = y.to_vector<float>(), mask = x.grad().to_vector<float>();
       // not a constant: x / 1 and r * 1 run (and quiet a signalling NaN) as in the kernel
@@ -174,12 +177,13 @@ BOOST_AUTO_TEST_CASE(fp8_fake_quant_matches_cpu_op) {
     quant::QuantSpec spec;
     Shape shape;
   };
-  for (const Case& c : {Case{quant::QuantSpec::fp8(quant::Format::FP8_E4M3), Shape{100003}},
-                        Case{quant::QuantSpec::fp8(quant::Format::FP8_E5M2), Shape{7}},
-                        Case{quant::QuantSpec::fp8(quant::Format::FP8_E4M3, quant::Granularity::PerChannel, 0),
-                             Shape{3, 11, 13}},
-                        Case{quant::QuantSpec::fp8(quant::Format::FP8_E5M2, quant::Granularity::PerChannel, 1),
-                             Shape{5, 17, 9}}}) {
+  for (const Case& c :
+       {Case{quant::QuantSpec::fp8(quant::Format::FP8_E4M3), Shape{100003}},
+        Case{quant::QuantSpec::fp8(quant::Format::FP8_E5M2), Shape{7}},
+        Case{quant::QuantSpec::fp8(quant::Format::FP8_E4M3, quant::Granularity::PerChannel, 0),
+             Shape{3, 11, 13}},
+        Case{quant::QuantSpec::fp8(quant::Format::FP8_E5M2, quant::Granularity::PerChannel, 1),
+             Shape{5, 17, 9}}}) {
     BOOST_TEST_CONTEXT(c.spec.str() << " " << c.shape) {
       const quant::ElementFormat f = quant::element_format(c.spec.format);
       const float max = static_cast<float>(f.max);

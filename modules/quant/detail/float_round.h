@@ -31,7 +31,8 @@ T round_element(T v, const ElementFormat& f) {
 // CUDA kernels run (kernels/cuda/fp8_math.h).
 template <>
 inline float round_element<float>(float v, const ElementFormat& f) {
-  return kernels::cuda::fp8::round_element(v, f.mantissa_bits, f.min_exponent, static_cast<float>(f.max));
+  return kernels::cuda::fp8::round_element(v, f.mantissa_bits, f.min_exponent,
+                                           static_cast<float>(f.max));
 }
 
 }  // namespace qat::quant::detail

@@ -87,7 +87,7 @@ struct LsqGradOp {
   const float* scale;
   const float* zero_point;
   bool truncated;
-  float lo, hi, gf;
+  float lo = 0, hi = 0, gf = 1;
   __device__ Range range(i64 c) const {
     const float z = truncated ? lm::truncated_zero_point(zero_point[c], lo, hi)
                               : lm::rounded_zero_point(zero_point[c], lo, hi);
@@ -177,8 +177,8 @@ void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* sc
 void lsq_backward(const float* x, const float* dy, float* dx, const ParamLayout& l, const float* scale,
                   const float* zero_point, bool truncated_zero_point, std::int64_t qmin,
                   std::int64_t qmax, float grad_factor, float* dscale, float* dzero_point) {
-  const LsqGradOp op{x,     dy, dx, scale, zero_point, truncated_zero_point, static_cast<float>(qmin),
-                     static_cast<float>(qmax), grad_factor};
+  LsqGradOp op{x, dy, dx, scale, zero_point, truncated_zero_point};
+  op.lo = static_cast<float>(qmin), op.hi = static_cast<float>(qmax), op.gf = grad_factor;
   reduce(op, l, dscale, dzero_point, "fake_quantize_learnable_backward (CUDA)");
 }
 
