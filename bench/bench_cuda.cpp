@@ -3,6 +3,7 @@
 // 2 x bytes copied / time), and the ratio. Without a device it prints "skipped: no CUDA device".
 //   build/bench/bench_cuda
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -14,6 +15,7 @@
 #include "modules/quant/fused_observer.h"
 #include "modules/quant/qconfig.h"
 #include "modules/quant/quantizer.h"
+#include "modules/quant/spec.h"
 
 using namespace qat;
 
@@ -80,9 +82,23 @@ int main() {
       wq->train();
       wq->to(Device::CUDA);
       row("FakeQuantize per-channel (observer + fq)", 13, [&] { (void)wq->forward(x); });
+      // FP8 E4M3 per tensor: x read, y and the STE mask written
+      const Tensor fp8_scale = Tensor::full(Shape{1}, 0.01, DType::Float32, Device::CUDA);
+      const auto e4m3 = quant::QuantSpec::fp8(quant::Format::FP8_E4M3);
+      row("FP8 E4M3 per-tensor forward", 9, [&] { (void)quant::fake_quantize_fp8(x, fp8_scale, e4m3); });
     }
     Tensor xl = x.detach();
     xl.requires_grad_();
+    // LSQ per tensor: the forward reads x, writes y; the backward reads x and dy, writes dx and
+    // reduces dscale / dzero_point (4 + 4 + 4 + 4 + 4 bytes)
+    Tensor lsq_scale = Tensor::full(Shape{1}, 0.05, DType::Float32, Device::CUDA);
+    Tensor lsq_zp = Tensor::full(Shape{1}, 0.3, DType::Float32, Device::CUDA);
+    lsq_scale.requires_grad_(), lsq_zp.requires_grad_();
+    const double gf = 1.0 / std::sqrt(static_cast<double>(n) * 127);
+    row("LSQ per-tensor forward + dx, dscale, dzp", 20, [&] {
+      xl.zero_grad(), lsq_scale.zero_grad(), lsq_zp.zero_grad();
+      quant::fake_quantize_learnable_per_tensor_affine(xl, lsq_scale, lsq_zp, -128, 127, gf).backward(g);
+    });
     // forward 9 bytes, backward reads dy and the mask, writes dx: 4 + 1 + 4
     row("fake quant per-tensor forward + STE", 18, [&] {
       xl.zero_grad();

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "framework/autograd/node.h"
@@ -73,6 +74,16 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
 }
 
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
+  if (mask.device() == Device::CUDA) {
+    autograd::record(
+        out, name, {x}, [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
+          common_device(name, {{"grad", &g}, {"mask", &mask}});
+          gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
+          quant::kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
+                                            gi[0].cuda_data<float>(), g.numel());
+        });
+    return;
+  }
   autograd::record(out, name, {x},
                    [mask = std::move(mask), name](const Tensor& g, const Inputs&, Grads& gi) {
                      const std::uint8_t* m = mask.data<std::uint8_t>();
@@ -111,12 +122,7 @@ Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams&
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
   quant::kernels::cuda::fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
                                    mask.cuda_data<std::uint8_t>(), x.numel(), params, qmin, qmax);
-  autograd::record(out, name, {x}, [mask](const Tensor& g, const Inputs&, Grads& gi) {
-    common_device("fake_quantize_backward", {{"grad", &g}, {"mask", &mask}});
-    gi[0] = Tensor::empty(g.shape(), g.dtype(), Device::CUDA);
-    quant::kernels::cuda::masked_copy(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(),
-                                      gi[0].cuda_data<float>(), g.numel());
-  });
+  detail::record_ste(out, name, x, std::move(mask));
   return out;
 }
 

@@ -32,6 +32,9 @@ Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, co
 Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& spec);
 
 // ---- learnable quantizers (learnable.cpp) ---------------------------------------------------
+// On CUDA (float32; x and the parameters on one device, the parameters' values not checked:
+// that would cost a host sync): the forward and dx bit-exact with the CPU, the parameter
+// gradients deterministic but summed in another order (within ~1e-7 relative of the CPU's).
 /// LSQ / LSQ+ (Esser et al. 2019; Bhalgat et al. 2020) with PyTorch 1.13's
 /// _fake_quantize_learnable_per_tensor_affine semantics: scale float32 [1] and zero_point
 /// float32 [1] are differentiable; the forward rounds zero_point half-to-even, the backward
@@ -61,7 +64,8 @@ Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const Q
 float round_to_fp8(float v, Format format);
 /// y = round_to_fp8(x / scale) * scale, dx = dy [|x / scale| <= fp8_max]; scale float32 [1] or
 /// [C] along spec.axis (per channel). Typically scale = amax / fp8_max (delayed-scaling recipe
-/// of Micikevicius et al. 2022 / Transformer Engine).
+/// of Micikevicius et al. 2022 / Transformer Engine). On CUDA: float32, per tensor or per
+/// channel, bit-exact with the CPU (a NaN stays NaN; its payload is the device's).
 Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& spec);
 
 // ---- microscaling: OCP MX and NVFP4 (mx.cpp) ----------------------------------------------

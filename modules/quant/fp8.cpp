@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "framework/autograd/node.h"
 #include "framework/tensor/dispatch.h"
@@ -13,6 +14,7 @@
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -31,6 +33,24 @@ T round_fp8(T v, const Fp8Format& f) {
   return detail::round_element(v, f);
 }
 
+// CUDA: float32, per tensor or per channel, scale on the device (not read here: a host sync per
+// call); bit-exact with the CPU (the rounding is kernels/cuda/fp8_math.h on both).
+Tensor fp8_cuda(const Tensor& x, const Tensor& scale, const QuantSpec& spec, const Layout& layout,
+                const char* fn) {
+  QAT_REQUIRE(x.dtype() == DType::Float32, fn, "not implemented on CUDA yet for ", dtype_name(x.dtype()),
+              " (float32 only), x of shape ", x.shape());
+  QAT_REQUIRE(!layout.blocked, fn, "per-block FP8 fake quantization is not implemented on CUDA yet");
+  const Fp8Format f = fp8_format(spec.format);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
+  Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
+  kernels::cuda::fp8_fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
+                                mask.cuda_data<std::uint8_t>(), {layout.outer, layout.len, layout.inner},
+                                scale.cuda_data<float>(), f.mantissa_bits, f.min_exponent,
+                                static_cast<float>(f.max));
+  detail::record_ste(out, fn, x, std::move(mask));
+  return out;
+}
+
 }  // namespace
 
 float round_to_fp8(float v, Format format) {
@@ -42,6 +62,7 @@ float round_to_fp8(float v, Format format) {
 // y = round_fp8(x / s) * s;  dx = dy [|x / s| <= max]
 Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& spec) {
   constexpr const char* fn = "fake_quantize_fp8";
+  const Device device = common_device(fn, {{"x", &x}, {"scale", &scale}});
   require_float(x, fn, "x");
   require_dtype(scale, DType::Float32, fn, "scale");
   spec.validate_for(x.shape(), fn);
@@ -51,6 +72,7 @@ Tensor fake_quantize_fp8(const Tensor& x, const Tensor& scale, const QuantSpec& 
   const Layout layout = Layout::of(spec, x.shape());
   QAT_REQUIRE(scale.numel() == layout.num_params, fn, "expected ", layout.num_params,
               " scales, got shape ", scale.shape());
+  if (device == Device::CUDA) return fp8_cuda(x, scale, spec, layout, fn);
   for (std::int64_t p = 0; p < layout.num_params; ++p)
     QAT_REQUIRE(scale.data<float>()[p] > 0 && std::isfinite(scale.data<float>()[p]), fn,
                 "scale must be positive and finite, got ", scale.data<float>()[p], " at index ", p);

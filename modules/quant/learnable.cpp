@@ -1,5 +1,7 @@
 // Learnable quantizers: LSQ scale / zero point (PyTorch 1.13 semantics) and a PACT-style
-// learnable clipping range. Gradients are summed per parameter in double.
+// learnable clipping range. Gradients are summed per parameter in double. On CUDA (float32):
+// the forward and dx bit-exact with the CPU, the parameter gradients summed in double in a fixed
+// order of their own (kernels/cuda/learnable.cu), within ~1e-7 relative of the CPU's.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include "modules/quant/detail/layout.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -54,6 +57,12 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
   dzp += dz;
 }
 
+namespace kcuda = kernels::cuda;
+
+kcuda::ParamLayout param_layout(const Layout& l) { return {l.outer, l.len, l.inner}; }
+float* cuda_ptr_or_null(const Tensor& t) { return t.defined() ? t.cuda_data<float>() : nullptr; }
+
+// Parameters on the device are not read here (that would cost a host sync per call).
 void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_point, std::int64_t n,
                        std::int64_t qmin, std::int64_t qmax, const char* fn) {
   require_float(x, fn, "x");
@@ -63,6 +72,11 @@ void require_learnable(const Tensor& x, const Tensor& scale, const Tensor& zero_
               " scales and zero points, got scale ", scale.shape(), " and zero_point ",
               zero_point.shape());
   QAT_REQUIRE(qmin < qmax, fn, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
+  if (x.device() == Device::CUDA) {
+    QAT_REQUIRE(x.dtype() == DType::Float32, fn, "not implemented on CUDA yet for ",
+                dtype_name(x.dtype()), " (float32 only), x of shape ", x.shape());
+    return;
+  }
   for (std::int64_t p = 0; p < n; ++p) {
     QAT_REQUIRE(scale.data<float>()[p] > 0 && std::isfinite(scale.data<float>()[p]), fn,
                 "scale must be positive and finite, got ", scale.data<float>()[p], " at index ", p);
@@ -135,13 +149,43 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
   return out;
 }
 
+// CUDA: the same op with kernels::cuda::lsq_forward / lsq_backward; `truncated_zero_point`
+// picks the per-tensor op's backward zero point (see the ops below).
+Tensor learnable_cuda(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                      const Layout& layout, std::int64_t qmin, std::int64_t qmax, double grad_factor,
+                      bool truncated_zero_point, const char* name) {
+  const kcuda::ParamLayout pl = param_layout(layout);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
+  kcuda::lsq_forward(x.cuda_data<float>(), out.cuda_data<float>(), pl, scale.cuda_data<float>(),
+                     zero_point.cuda_data<float>(), qmin, qmax);
+  autograd::record(out, name, {x, scale, zero_point},
+                   [pl, qmin, qmax, grad_factor, truncated_zero_point, name](
+                       const Tensor& g, const Inputs& in, Grads& gi) {
+                     const Tensor &X = in[0], &S = in[1], &Z = in[2];
+                     common_device(name, {{"grad", &g}, {"x", &X}});
+                     for (int k = 0; k < 3; ++k)
+                       if (in[k].requires_grad())
+                         gi[k] = Tensor::empty(in[k].shape(), DType::Float32, Device::CUDA);
+                     kcuda::lsq_backward(X.cuda_data<float>(), g.cuda_data<float>(),
+                                         cuda_ptr_or_null(gi[0]), pl, S.cuda_data<float>(),
+                                         Z.cuda_data<float>(), truncated_zero_point, qmin, qmax,
+                                         static_cast<float>(grad_factor), cuda_ptr_or_null(gi[1]),
+                                         cuda_ptr_or_null(gi[2]));
+                   });
+  return out;
+}
+
 }  // namespace
 
 Tensor fake_quantize_learnable_per_tensor_affine(const Tensor& x, const Tensor& scale,
                                                  const Tensor& zero_point, std::int64_t quant_min,
                                                  std::int64_t quant_max, double grad_factor) {
   constexpr const char* fn = "fake_quantize_learnable_per_tensor_affine";
+  const Device device = common_device(fn, {{"x", &x}, {"scale", &scale}, {"zero_point", &zero_point}});
   require_learnable(x, scale, zero_point, 1, quant_min, quant_max, fn);
+  if (device == Device::CUDA)
+    return learnable_cuda(x, scale, zero_point, Layout::per_tensor(x.shape()), quant_min, quant_max,
+                          grad_factor, /*truncated_zero_point=*/true, fn);
   // backward zero point: trunc(clamp(zp + 0.5)), PyTorch's _get_zero_point_from_tensor
   auto zp_backward = [](float zp, std::int64_t qmin, std::int64_t qmax) {
     const float c = std::clamp(zp + 0.5f, static_cast<float>(qmin), static_cast<float>(qmax));
@@ -156,9 +200,13 @@ Tensor fake_quantize_learnable_per_channel_affine(const Tensor& x, const Tensor&
                                                   std::int64_t quant_min, std::int64_t quant_max,
                                                   double grad_factor) {
   constexpr const char* fn = "fake_quantize_learnable_per_channel_affine";
+  const Device device = common_device(fn, {{"x", &x}, {"scale", &scale}, {"zero_point", &zero_point}});
   require_float(x, fn, "x");
   const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_learnable(x, scale, zero_point, layout.num_params, quant_min, quant_max, fn);
+  if (device == Device::CUDA)
+    return learnable_cuda(x, scale, zero_point, layout, quant_min, quant_max, grad_factor,
+                          /*truncated_zero_point=*/false, fn);
   // backward zero point: clamp(round_half_even(zp)), PyTorch's _get_rounded_zero_point
   auto zp_backward = [](float zp, std::int64_t qmin, std::int64_t qmax) {
     return std::clamp(std::nearbyint(zp), static_cast<float>(qmin), static_cast<float>(qmax));
@@ -188,10 +236,32 @@ void amax_run(const T* __restrict x, T* __restrict y, std::uint8_t* __restrict m
     y[i] = (qc < hi ? qc : hi) * s;
   }
 }
+
+// CUDA (float32, amax on the device, not read here): kernels::cuda::amax_forward / amax_backward.
+Tensor learnable_amax_cuda(const Tensor& x, const Tensor& amax, const QuantSpec& spec,
+                           const Layout& layout, const char* fn) {
+  QAT_REQUIRE(x.dtype() == DType::Float32, fn, "not implemented on CUDA yet for ", dtype_name(x.dtype()),
+              " (float32 only), x of shape ", x.shape());
+  const kcuda::ParamLayout pl = param_layout(layout);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
+  Tensor mask = Tensor::empty(x.shape(), DType::UInt8, Device::CUDA);
+  kcuda::amax_forward(x.cuda_data<float>(), out.cuda_data<float>(), mask.cuda_data<std::uint8_t>(), pl,
+                      amax.cuda_data<float>(), spec.is_signed, spec.quant_min(), spec.quant_max());
+  autograd::record(out, fn, {x, amax}, [pl, mask, fn](const Tensor& g, const Inputs& in, Grads& gi) {
+    common_device(fn, {{"grad", &g}, {"mask", &mask}});
+    for (int k = 0; k < 2; ++k)
+      if (in[k].requires_grad()) gi[k] = Tensor::empty(in[k].shape(), DType::Float32, Device::CUDA);
+    kcuda::amax_backward(g.cuda_data<float>(), mask.cuda_data<std::uint8_t>(), cuda_ptr_or_null(gi[0]),
+                         pl, cuda_ptr_or_null(gi[1]));
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const QuantSpec& spec) {
   constexpr const char* fn = "fake_quantize_learnable_amax";
+  const Device device = common_device(fn, {{"x", &x}, {"amax", &amax}});
   require_float(x, fn, "x");
   require_dtype(amax, DType::Float32, fn, "amax");
   spec.validate_for(x.shape(), fn);
@@ -200,6 +270,7 @@ Tensor fake_quantize_learnable_amax(const Tensor& x, const Tensor& amax, const Q
   const Layout layout = Layout::of(spec, x.shape());
   QAT_REQUIRE(amax.numel() == layout.num_params, fn, "expected ", layout.num_params,
               " amax values, got shape ", amax.shape());
+  if (device == Device::CUDA) return learnable_amax_cuda(x, amax, spec, layout, fn);
   for (std::int64_t p = 0; p < layout.num_params; ++p)
     QAT_REQUIRE(amax.data<float>()[p] > 0 && std::isfinite(amax.data<float>()[p]), fn,
                 "amax must be positive and finite, got ", amax.data<float>()[p], " at index ", p);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "modules/quant/kernels/cuda/fp8_math.h"
 #include "modules/quant/spec.h"
 
 namespace qat::quant::detail {
@@ -26,24 +27,12 @@ T round_element(T v, const ElementFormat& f) {
   return std::copysign(r, v);
 }
 
-// float32: the binade exponent comes from the bit pattern (as the kernels do).
+// float32: the binade exponent comes from the bit pattern (as the kernels do), the function the
+// CUDA kernels run (kernels/cuda/fp8_math.h).
 template <>
 inline float round_element<float>(float v, const ElementFormat& f) {
-  const float a = std::fabs(v);
-  std::uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  const int e = std::max(static_cast<int>(bits >> 23) - 127, f.min_exponent);  // floor(log2 a)
-  const int k = f.mantissa_bits - e;                                           // 1/step = 2^k
-  const std::uint32_t up_bits = static_cast<std::uint32_t>(127 + k) << 23;
-  const std::uint32_t down_bits = static_cast<std::uint32_t>(127 - k) << 23;
-  float up, down;
-  std::memcpy(&up, &up_bits, sizeof up);
-  std::memcpy(&down, &down_bits, sizeof down);
-  const float max = static_cast<float>(f.max);
-  float r = std::nearbyint(a * up) * down;
-  r = r < max ? r : max;  // saturate (also +inf)
-  r = a != a ? a : r;     // NaN stays NaN
-  return std::copysign(r, v);
+  return kernels::cuda::fp8::round_element(v, f.mantissa_bits, f.min_exponent,
+                                           static_cast<float>(f.max));
 }
 
 }  // namespace qat::quant::detail

@@ -35,6 +35,7 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
 
 /// Records on the tape the straight-through backward of an op out = f(x) whose gradient passes
 /// where mask (uint8, x's shape) is 1: dx = dy * mask. Shared by every fake-quant op.
+/// The backward runs on the mask's device (CPU kernels or kernels::cuda::masked_copy).
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask);
 
 /// fq_run over a float32 tensor laid out as `layout` (scale / zp per parameter), with the

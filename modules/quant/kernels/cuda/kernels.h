@@ -73,4 +73,38 @@ struct ObserveArgs {
 void observe(const float* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
              const ObserveArgs& args, float* y, std::uint8_t* mask);
 
+/// A tensor viewed as (outer, len, inner) with one parameter per index of len: element i uses
+/// parameter (i / inner) % len (per tensor: 1, 1, n).
+struct ParamLayout {
+  std::int64_t outer = 1, len = 1, inner = 1;
+  std::int64_t numel() const { return outer * len * inner; }
+};
+
+/// The learnable quantizers (learnable.cu), float32 parameters on the device (not validated:
+/// reading them would cost a host sync). Elementwise outputs are bit-exact with the CPU; the
+/// parameter gradients are summed in double in a fixed order (no atomics: the same bits on every
+/// run), a different order than the CPU's sum16, so they agree with it to rounding (~1e-7), not
+/// to the bit.
+///
+/// LSQ forward: y = fake_quant(x) with scale[c] and zero point clamp(rint(zero_point[c]), qmin, qmax).
+void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* scale,
+                 const float* zero_point, std::int64_t qmin, std::int64_t qmax);
+/// LSQ backward (learnable_math.h lsq_grad_one): dx (skipped when null) and dscale[c] /
+/// dzero_point[c] (each skipped when null); the backward zero point is
+/// trunc(clamp(zp + 0.5)) with `truncated_zero_point` (the per-tensor op), else clamp(rint(zp)).
+void lsq_backward(const float* x, const float* dy, float* dx, const ParamLayout& l, const float* scale,
+                  const float* zero_point, bool truncated_zero_point, std::int64_t qmin,
+                  std::int64_t qmax, float grad_factor, float* dscale, float* dzero_point);
+/// Learnable amax forward (learnable_math.h amax_forward_one): y and the mask bits.
+void amax_forward(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l, const float* amax,
+                  bool is_signed, std::int64_t qmin, std::int64_t qmax);
+/// Learnable amax backward: dx (skipped when null) and damax[c] (skipped when null).
+void amax_backward(const float* dy, const std::uint8_t* mask, float* dx, const ParamLayout& l,
+                   float* damax);
+
+/// FP8 fake quantization (fp8.cu, fp8_math.h fake_quant_one), scale[c] on the device: y and the
+/// STE mask [|x / s| <= max], bit-exact with the CPU.
+void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l,
+                    const float* scale, int mantissa_bits, int min_exponent, float max);
+
 }  // namespace qat::quant::kernels::cuda

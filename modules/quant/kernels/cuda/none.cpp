@@ -22,4 +22,24 @@ void observe(const float*, std::int64_t outer, std::int64_t len, std::int64_t in
   if (outer * len * inner != 0) ::qat::cuda::detail::require_device("observer");
 }
 
+void lsq_forward(const float*, float*, const ParamLayout& l, const float*, const float*, std::int64_t,
+                 std::int64_t) {
+  if (l.numel() != 0) ::qat::cuda::detail::require_device("fake_quantize_learnable");
+}
+void lsq_backward(const float*, const float*, float*, const ParamLayout& l, const float*, const float*,
+                  bool, std::int64_t, std::int64_t, float, float*, float*) {
+  if (l.len != 0) ::qat::cuda::detail::require_device("fake_quantize_learnable_backward");
+}
+void amax_forward(const float*, float*, std::uint8_t*, const ParamLayout& l, const float*, bool,
+                  std::int64_t, std::int64_t) {
+  if (l.numel() != 0) ::qat::cuda::detail::require_device("fake_quantize_learnable_amax");
+}
+void amax_backward(const float*, const std::uint8_t*, float*, const ParamLayout& l, float*) {
+  if (l.len != 0) ::qat::cuda::detail::require_device("fake_quantize_learnable_amax_backward");
+}
+void fp8_fake_quant(const float*, float*, std::uint8_t*, const ParamLayout& l, const float*, int, int,
+                    float) {
+  if (l.numel() != 0) ::qat::cuda::detail::require_device("fake_quantize_fp8");
+}
+
 }  // namespace qat::quant::kernels::cuda

@@ -1,0 +1,42 @@
+// FP8 fake quantization on CUDA (kernels.h fp8_fake_quant): fp8_math.h's fake_quant_one per
+// element, the rounding the CPU runs (bit manipulation, rintf, IEEE division: bit-exact with
+// kernels/cpu/fp8.cpp). The STE backward is masked_copy (fake_quant.cu).
+#include <cstdint>
+
+#include "framework/kernels/cuda/launch.h"
+#include "framework/kernels/cuda/runtime.h"
+#include "modules/quant/kernels/cuda/fp8_math.h"
+#include "modules/quant/kernels/cuda/kernels.h"
+
+namespace qat::quant::kernels::cuda {
+namespace {
+
+using qat::kernels::cuda::global_index;
+using qat::kernels::cuda::global_stride;
+using qat::kernels::cuda::grid_for;
+using qat::kernels::cuda::kBlock;
+using i64 = std::int64_t;
+
+// y = round_fp8(x / s) s, mask = [|x / s| <= max]; s = scale[(i / inner) % len]
+__global__ void fp8_kernel(const float* __restrict__ x, float* __restrict__ y,
+                           std::uint8_t* __restrict__ mask, i64 n, i64 len, i64 inner,
+                           const float* scale, int mantissa_bits, int min_exponent, float max) {
+  for (i64 i = global_index(); i < n; i += global_stride()) {
+    const float s = scale[len == 1 ? 0 : (i / inner) % len];
+    y[i] = fp8::fake_quant_one(x[i], s, mantissa_bits, min_exponent, max, &mask[i]);
+  }
+}
+
+}  // namespace
+
+void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l,
+                    const float* scale, int mantissa_bits, int min_exponent, float max) {
+  constexpr const char* fn = "fake_quantize_fp8 (CUDA)";
+  const i64 n = l.numel();
+  if (n == 0) return;
+  fp8_kernel<<<grid_for(n), kBlock, 0, ::qat::cuda::detail::stream(fn)>>>(
+      x, y, mask, n, l.len, l.inner, scale, mantissa_bits, min_exponent, max);
+  QAT_CUDA_CHECK_LAUNCH(fn);
+}
+
+}  // namespace qat::quant::kernels::cuda

@@ -1,0 +1,201 @@
+// The learnable quantizers on CUDA (kernels.h lsq_* / amax_*): elementwise forwards and backwards
+// whose parameter gradients are deterministic reductions. The per-element math is
+// learnable_math.h, shared with the host tests; the file builds with -fmad=false.
+//
+// Reductions, no float atomics (the same bits on every run): range c's m = outer * inner terms go
+// to reduce_splits(m, len) blocks, each a contiguous chunk; in a block thread t sums the chunk's
+// terms t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree
+// (l[t] += l[t + w], w = 128 ... 1) into one partial; a second kernel folds range c's partials the
+// same way (thread t: partials t, t + 256, ...) and writes float(sum). The CPU sums the same
+// float32 terms in double in another order (sum16 per run, runs in order), so the parameter
+// gradients agree with it within ~1e-7 relative (the tests ask 1e-6), not bitwise; dx and the
+// forward are bit-exact.
+#include <cstdint>
+
+#include "framework/kernels/cuda/launch.h"
+#include "framework/kernels/cuda/runtime.h"
+#include "modules/quant/kernels/cuda/kernels.h"
+#include "modules/quant/kernels/cuda/learnable_math.h"
+
+namespace qat::quant::kernels::cuda {
+namespace {
+
+using ::qat::cuda::detail::stream;
+using qat::kernels::cuda::global_index;
+using qat::kernels::cuda::global_stride;
+using qat::kernels::cuda::grid_for;
+using qat::kernels::cuda::kBlock;
+using i64 = std::int64_t;
+namespace lm = learnable;
+
+// The parameter of element i (per tensor: len 1).
+__device__ inline i64 param_of(i64 i, i64 len, i64 inner) { return len == 1 ? 0 : (i / inner) % len; }
+// Element j of range c's m = outer * inner elements (len 1: contiguous).
+__device__ inline i64 element(i64 j, i64 c, i64 len, i64 inner) {
+  return len == 1 ? j : (j / inner * len + c) * inner + j % inner;
+}
+
+// Block-wide tree fold of K doubles per thread into every thread's v (l[t] += l[t + w]).
+template <int K>
+__device__ void block_sum(double (&v)[K]) {
+  __shared__ double s[K][kBlock];
+  for (int k = 0; k < K; ++k) s[k][threadIdx.x] = v[k];
+  __syncthreads();
+  for (int w = kBlock / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w)
+      for (int k = 0; k < K; ++k) s[k][threadIdx.x] += s[k][threadIdx.x + w];
+    __syncthreads();
+  }
+  for (int k = 0; k < K; ++k) v[k] = s[k][0];
+}
+
+// Block b = (range c = b / splits, slice b % splits): op.add writes the elementwise output of
+// element i and adds its Op::kSums terms; part[k * gridDim.x + b] = the block's sum k.
+template <class Op>
+__global__ void partial_kernel(Op op, i64 len, i64 inner, i64 m, i64 splits, double* part) {
+  const i64 c = blockIdx.x / splits, s = blockIdx.x % splits;
+  const i64 chunk = (m + splits - 1) / splits, begin = s * chunk;
+  const i64 end = begin + chunk < m ? begin + chunk : m;
+  const typename Op::Range r = op.range(c);
+  double acc[Op::kSums] = {};
+  for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) op.add(r, element(j, c, len, inner), acc);
+  block_sum(acc);
+  if (threadIdx.x == 0)
+    for (int k = 0; k < Op::kSums; ++k) part[k * gridDim.x + blockIdx.x] = acc[k];
+}
+
+// Block c: range c's `splits` partials of each sum folded; out_k[c] = float(sum k) (null: skipped).
+template <int K>
+__global__ void final_kernel(const double* part, i64 splits, float* out0, float* out1) {
+  const i64 c = blockIdx.x, parts = gridDim.x * splits;
+  double acc[K] = {};
+  for (i64 t = threadIdx.x; t < splits; t += blockDim.x)
+    for (int k = 0; k < K; ++k) acc[k] += part[k * parts + c * splits + t];
+  block_sum(acc);
+  if (threadIdx.x != 0) return;
+  if (out0 != nullptr) out0[c] = static_cast<float>(acc[0]);
+  if (K > 1 && out1 != nullptr) out1[c] = static_cast<float>(acc[K - 1]);
+}
+
+// LSQ backward: dx, then the scale and zero-point terms (learnable_math.h lsq_grad_one).
+struct LsqGradOp {
+  static constexpr int kSums = 2;
+  using Range = lm::LsqGrad;
+  const float* __restrict__ x;
+  const float* __restrict__ dy;
+  float* __restrict__ dx;
+  const float* scale;
+  const float* zero_point;
+  bool truncated;
+  float lo = 0, hi = 0, gf = 1;
+  __device__ Range range(i64 c) const {
+    const float z = truncated ? lm::truncated_zero_point(zero_point[c], lo, hi)
+                              : lm::rounded_zero_point(zero_point[c], lo, hi);
+    return lm::lsq_grad_consts(scale[c], z, lo, hi, gf);
+  }
+  __device__ void add(const Range& k, i64 i, double (&acc)[2]) const {
+    float ds, dz;
+    const float d = lm::lsq_grad_one(x[i], dy[i], k, &ds, &dz);
+    if (dx != nullptr) dx[i] = d;
+    acc[0] += ds;
+    acc[1] += dz;
+  }
+};
+
+// Learnable amax backward: dx, then the damax term (learnable_math.h amax_backward_one).
+struct AmaxGradOp {
+  static constexpr int kSums = 1;
+  struct Range {};
+  const float* __restrict__ dy;
+  const std::uint8_t* __restrict__ mask;
+  float* __restrict__ dx;
+  __device__ Range range(i64) const { return {}; }
+  __device__ void add(const Range&, i64 i, double (&acc)[1]) const {
+    float term;
+    const float d = lm::amax_backward_one(dy[i], mask[i], &term);
+    if (dx != nullptr) dx[i] = d;
+    acc[0] += term;
+  }
+};
+
+// The two-kernel reduction of `op` over layout l: out0[c] / out1[c] (null: skipped). Empty ranges
+// give zeros. Scratch from the stream-ordered pool.
+template <class Op>
+void reduce(const Op& op, const ParamLayout& l, float* out0, float* out1, const char* fn) {
+  if (l.len == 0) return;
+  cudaStream_t st = stream(fn);
+  const i64 m = l.outer * l.inner;
+  if (m == 0) {
+    for (float* out : {out0, out1})
+      if (out != nullptr) QAT_CUDA_CHECK(cudaMemsetAsync(out, 0, l.len * sizeof(float), st), fn);
+    return;
+  }
+  const i64 splits = lm::reduce_splits(m, l.len), parts = l.len * splits;
+  std::size_t cap = 0;
+  auto* part = static_cast<double*>(::qat::cuda::detail::allocate(
+      static_cast<std::size_t>(parts * Op::kSums) * sizeof(double), &cap, fn));
+  partial_kernel<<<static_cast<unsigned>(parts), kBlock, 0, st>>>(op, l.len, l.inner, m, splits, part);
+  QAT_CUDA_CHECK_LAUNCH(fn);
+  if (out0 != nullptr || out1 != nullptr) {
+    final_kernel<Op::kSums><<<static_cast<unsigned>(l.len), kBlock, 0, st>>>(part, splits, out0, out1);
+    QAT_CUDA_CHECK_LAUNCH(fn);
+  }
+  ::qat::cuda::detail::release(part, cap);  // stream-ordered pool: safe to reuse at once
+}
+
+// y = lsq_forward_one(x) with the element's scale and forward zero point.
+__global__ void lsq_forward_kernel(const float* __restrict__ x, float* __restrict__ y, i64 n, i64 len,
+                                   i64 inner, const float* scale, const float* zero_point, float lo,
+                                   float hi) {
+  for (i64 i = global_index(); i < n; i += global_stride()) {
+    const i64 c = param_of(i, len, inner);
+    y[i] = lm::lsq_forward_one(x[i], scale[c], lm::forward_zero_point(zero_point[c], lo, hi), lo, hi);
+  }
+}
+
+__global__ void amax_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                    std::uint8_t* __restrict__ mask, i64 n, i64 len, i64 inner,
+                                    const float* amax, bool is_signed, float lo, float hi) {
+  for (i64 i = global_index(); i < n; i += global_stride()) {
+    const lm::AmaxConsts k = lm::amax_consts(amax[param_of(i, len, inner)], is_signed, lo, hi);
+    y[i] = lm::amax_forward_one(x[i], k, &mask[i]);
+  }
+}
+
+}  // namespace
+
+void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* scale,
+                 const float* zero_point, std::int64_t qmin, std::int64_t qmax) {
+  constexpr const char* fn = "fake_quantize_learnable (CUDA)";
+  const i64 n = l.numel();
+  if (n == 0) return;
+  lsq_forward_kernel<<<grid_for(n), kBlock, 0, stream(fn)>>>(
+      x, y, n, l.len, l.inner, scale, zero_point, static_cast<float>(qmin), static_cast<float>(qmax));
+  QAT_CUDA_CHECK_LAUNCH(fn);
+}
+
+void lsq_backward(const float* x, const float* dy, float* dx, const ParamLayout& l, const float* scale,
+                  const float* zero_point, bool truncated_zero_point, std::int64_t qmin,
+                  std::int64_t qmax, float grad_factor, float* dscale, float* dzero_point) {
+  LsqGradOp op{x, dy, dx, scale, zero_point, truncated_zero_point};
+  op.lo = static_cast<float>(qmin), op.hi = static_cast<float>(qmax), op.gf = grad_factor;
+  reduce(op, l, dscale, dzero_point, "fake_quantize_learnable_backward (CUDA)");
+}
+
+void amax_forward(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l, const float* amax,
+                  bool is_signed, std::int64_t qmin, std::int64_t qmax) {
+  constexpr const char* fn = "fake_quantize_learnable_amax (CUDA)";
+  const i64 n = l.numel();
+  if (n == 0) return;
+  amax_forward_kernel<<<grid_for(n), kBlock, 0, stream(fn)>>>(x, y, mask, n, l.len, l.inner, amax,
+                                                              is_signed, static_cast<float>(qmin),
+                                                              static_cast<float>(qmax));
+  QAT_CUDA_CHECK_LAUNCH(fn);
+}
+
+void amax_backward(const float* dy, const std::uint8_t* mask, float* dx, const ParamLayout& l,
+                   float* damax) {
+  reduce(AmaxGradOp{dy, mask, dx}, l, damax, nullptr, "fake_quantize_learnable_amax_backward (CUDA)");
+}
+
+}  // namespace qat::quant::kernels::cuda

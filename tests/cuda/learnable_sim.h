@@ -1,0 +1,318 @@
+#pragma once
+// Helpers of the learnable-quantizer and FP8 CUDA tests: inputs with ties, clamped values and
+// specials, the CPU ops run with autograd, and the host simulation of what the CUDA kernels do
+// (learnable_math.h per element, summed in the CPU's order and in the device's order).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "framework/tensor/random.h"
+#include "framework/tensor/tensor.h"
+#include "modules/quant/detail/layout.h"
+#include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cuda/fp8_math.h"
+#include "modules/quant/kernels/cuda/learnable_math.h"
+#include "modules/quant/spec.h"
+
+namespace qat::test {
+
+namespace lm = quant::kernels::cuda::learnable;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using quant::detail::Layout;
+
+inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+/// Same bits, or both NaN (CUDA arithmetic returns the canonical NaN, x86 keeps the payload).
+inline bool same_bits_or_nan(float a, float b) { return same_bits(a, b) || (a != a && b != b); }
+
+inline Layout layout_of(const Shape& s, int axis) {
+  return axis < 0 ? Layout::per_tensor(s) : Layout::per_channel(s, axis);
+}
+/// The parameter of element i.
+inline std::int64_t param_of(const Layout& l, std::int64_t i) { return (i / l.inner) % l.len; }
+
+/// x of `shape` for quantizer parameter p's grid step step[p] and representable range
+/// [lo[p], hi[p]]: uniform over 1.4 times the range, every 8th value on a half step (a tie
+/// when the step is a power of two), every 29th exactly at an end of the range, every 31st
+/// -0; with `specials`, a few NaN and +-inf.
+inline Tensor quant_input(const Shape& shape, int axis, std::uint64_t seed,
+                          const std::vector<float>& step, const std::vector<float>& lo,
+                          const std::vector<float>& hi, bool specials) {
+  const Layout l = layout_of(shape, axis);
+  Generator gen(seed);
+  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::int64_t p = param_of(l, static_cast<std::int64_t>(i));
+    const double span = hi[p] - lo[p], u = gen.uniform();
+    v[i] = static_cast<float>(lo[p] - 0.2 * span + 1.4 * span * u);
+    if (i % 8 == 3) v[i] = (std::floor(v[i] / step[p]) + 0.5f) * step[p];
+    if (i % 29 == 7) v[i] = (i % 2) ? lo[p] : hi[p];
+    if (i % 31 == 11) v[i] = -0.0f;
+  }
+  if (specials && v.size() >= 40) {
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    v[17] = std::numeric_limits<float>::infinity();
+    v[37] = -std::numeric_limits<float>::infinity();
+  }
+  return Tensor::from_vector(v, shape);
+}
+
+/// Upstream gradient: uniform in [-1, 1), every 23rd 0.
+inline Tensor grad_input(const Shape& shape, std::uint64_t seed) {
+  Generator gen(seed);
+  std::vector<float> g(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < g.size(); ++i)
+    g[i] = i % 23 == 4 ? 0.0f : static_cast<float>(gen.uniform() * 2 - 1);
+  return Tensor::from_vector(g, shape);
+}
+
+/// Per-element float32 terms summed per parameter in double as the CPU does: sum16 over each
+/// run of Layout::for_each_run (term k of a run to lane k % 16, lanes folded l[j] += l[j + w] for
+/// w = 8, 4, 2, 1), the runs added in order; then rounded to float.
+inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const Layout& l) {
+  std::vector<double> acc(static_cast<std::size_t>(l.num_params), 0.0);
+  l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+    double lane[16] = {};
+    for (std::int64_t k = 0; k < n; ++k) lane[k % 16] += terms[off + k];
+    for (int w = 8; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+    acc[p] += lane[0];
+  });
+  return std::vector<float>(acc.begin(), acc.end());
+}
+
+/// The same terms in the device's order (learnable.cu): per range, reduce_splits blocks of
+/// contiguous chunks, thread t summing terms t, t + 256, ..., the 256 sums folded as a tree;
+/// then the range's partials folded the same way.
+inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
+  constexpr int kThreads = 256;
+  auto tree = [](double* s) {
+    for (int w = kThreads / 2; w > 0; w /= 2)
+      for (int t = 0; t < w; ++t) s[t] += s[t + w];
+    return s[0];
+  };
+  const std::int64_t m = l.outer * l.inner, splits = lm::reduce_splits(m, l.len);
+  const std::int64_t chunk = (m + splits - 1) / splits;
+  std::vector<float> out(static_cast<std::size_t>(l.len));
+  for (std::int64_t c = 0; c < l.len; ++c) {
+    std::vector<double> part(static_cast<std::size_t>(splits));
+    for (std::int64_t s = 0; s < splits; ++s) {
+      double acc[kThreads] = {};
+      const std::int64_t begin = s * chunk, end = std::min(m, begin + chunk);
+      for (int t = 0; t < kThreads; ++t)
+        for (std::int64_t j = begin + t; j < end; j += kThreads)
+          acc[t] += terms[(j / l.inner * l.len + c) * l.inner + j % l.inner];
+      part[s] = tree(acc);
+    }
+    double acc[kThreads] = {};
+    for (int t = 0; t < kThreads; ++t)
+      for (std::int64_t k = t; k < splits; k += kThreads) acc[t] += part[k];
+    out[c] = static_cast<float>(tree(acc));
+  }
+  return out;
+}
+
+/// The CUDA LSQ kernels' results, computed on the host with learnable_math.h.
+struct LsqSim {
+  std::vector<float> y, dx, ds_cpu, dz_cpu, ds_dev, dz_dev;
+  double ds_abs = 0, dz_abs = 0;  // sum of |terms|: the scale of the rounding in the sums
+};
+
+inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
+                           const std::vector<float>& scale, const std::vector<float>& zero_point,
+                           std::int64_t qmin, std::int64_t qmax, double grad_factor,
+                           bool truncated_zero_point) {
+  const float lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
+  const std::vector<float> xv = x.to_vector<float>(), g = dy.to_vector<float>();
+  LsqSim r;
+  r.y.resize(xv.size());
+  r.dx.resize(xv.size());
+  std::vector<float> ts(xv.size()), tz(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const std::int64_t p = param_of(l, static_cast<std::int64_t>(i));
+    r.y[i] = lm::lsq_forward_one(xv[i], scale[p], lm::forward_zero_point(zero_point[p], lo, hi), lo, hi);
+    const float zb = truncated_zero_point ? lm::truncated_zero_point(zero_point[p], lo, hi)
+                                          : lm::rounded_zero_point(zero_point[p], lo, hi);
+    const lm::LsqGrad k = lm::lsq_grad_consts(scale[p], zb, lo, hi, static_cast<float>(grad_factor));
+    r.dx[i] = lm::lsq_grad_one(xv[i], g[i], k, &ts[i], &tz[i]);
+    r.ds_abs += std::fabs(ts[i]);
+    r.dz_abs += std::fabs(tz[i]);
+  }
+  r.ds_cpu = sum_cpu_order(ts, l), r.dz_cpu = sum_cpu_order(tz, l);
+  r.ds_dev = sum_device_order(ts, l), r.dz_dev = sum_device_order(tz, l);
+  return r;
+}
+
+/// |a - b| within 1e-6 of |a| (the tolerance for the reduced gradients), plus 1e-12 of
+/// the terms' absolute sum for sums that cancel to near zero.
+inline bool grad_close(float a, float b, double abs_terms) {
+  return std::fabs(static_cast<double>(a) - b) <= 1e-6 * std::fabs(a) + 1e-12 * abs_terms;
+}
+
+/// An LSQ configuration: per tensor (axis -1, the per-tensor op) or per channel along `axis`.
+struct LsqCase {
+  const char* name;
+  Shape shape;
+  int axis;
+  std::int64_t qmin, qmax;
+  double grad_factor;
+  bool specials;                 ///< NaN and +-inf among the inputs
+  std::int64_t first_param = 0;  ///< parameter p uses lsq_scale / lsq_zero_point(first_param + p)
+};
+
+/// Odd sizes, 3 and 17 channels on the first, a middle and the last axis (the CPU's row path),
+/// per-channel ranges long enough for several device blocks; `large` adds 1000003 elements.
+inline std::vector<LsqCase> lsq_cases(bool large) {
+  std::vector<LsqCase> c{
+      {"per tensor, 1 element", Shape{1}, -1, 0, 255, 1.0, false},
+      {"per tensor, 7", Shape{7}, -1, 0, 255, 0.5, false},
+      {"per tensor int8, 10x100, specials", Shape{10, 100}, -1, -128, 127, 1 / std::sqrt(1000.0 * 127),
+       true, 1},
+      {"per tensor int4, 100003, specials", Shape{100003}, -1, 0, 15, 1.0, true, 2},
+      {"per channel axis 0, 3 channels", Shape{3, 11, 13}, 0, -128, 127, 0.01, false},
+      {"per channel axis 1, 17 channels", Shape{5, 17, 9}, 1, 0, 255, 1.0, true},
+      {"per channel last axis, 17 channels", Shape{7, 17}, 1, -8, 7, 1.0, false},
+      {"per channel axis 0, 17 x 5005", Shape{17, 5, 1001}, 0, 0, 255, 0.003, true},
+  };
+  if (large)
+    c.push_back({"per tensor, 1000003, specials", Shape{1000003}, -1, -128, 127, 1e-3, true, 6});
+  return c;
+}
+
+/// Parameter p's scale: a power of two (ties exact) for even p, else an odd value.
+inline float lsq_scale(std::int64_t p) {
+  return p % 2 == 0 ? std::ldexp(1.0f, -2 - static_cast<int>(p % 5)) : 0.0371f * (1 + 0.13f * p);
+}
+/// Parameter p's zero point: halves (where round-half-even and trunc(zp + 0.5) differ), -0.4
+/// (rounds to -0), out of range and fractional values.
+inline float lsq_zero_point(std::int64_t p, std::int64_t qmin) {
+  static const float zps[] = {2.5f, -0.4f, 3.5f, 0.0f, 7.3f, 300.0f, -2.5f, 1.5f, -130.0f};
+  const float z = zps[p % 9];
+  return qmin == 0 && z < 0 ? -z : z;
+}
+
+struct LsqData {
+  Tensor x, dy, scale, zero_point;
+  std::vector<float> s, z;
+};
+inline LsqData lsq_data(const LsqCase& c, std::uint64_t seed) {
+  const Layout l = layout_of(c.shape, c.axis);
+  LsqData d;
+  std::vector<float> lo, hi;
+  for (std::int64_t p = 0; p < l.num_params; ++p) {
+    d.s.push_back(lsq_scale(c.first_param + p));
+    d.z.push_back(lsq_zero_point(c.first_param + p, c.qmin));
+    const float zr =
+        std::clamp(std::nearbyint(d.z[p]), static_cast<float>(c.qmin), static_cast<float>(c.qmax));
+    lo.push_back((c.qmin - zr) * d.s[p]);
+    hi.push_back((c.qmax - zr) * d.s[p]);
+  }
+  d.x = quant_input(c.shape, c.axis, seed, d.s, lo, hi, c.specials);
+  d.dy = grad_input(c.shape, seed + 1);
+  d.scale = Tensor::from_vector(d.s, Shape{l.num_params});
+  d.zero_point = Tensor::from_vector(d.z, Shape{l.num_params});
+  return d;
+}
+
+/// The op's output and the gradients of x, scale, zero point, run on `device`.
+struct Run {
+  Tensor y, dx, ds, dz;
+};
+inline Run run_lsq(const LsqCase& c, const LsqData& d, Device device) {
+  const Tensor x = leaf(d.x.to(device)), s = leaf(d.scale.to(device)), z = leaf(d.zero_point.to(device));
+  const Tensor y = c.axis < 0 ? quant::fake_quantize_learnable_per_tensor_affine(x, s, z, c.qmin, c.qmax,
+                                                                                 c.grad_factor)
+                              : quant::fake_quantize_learnable_per_channel_affine(
+                                    x, s, z, c.axis, c.qmin, c.qmax, c.grad_factor);
+  y.backward(d.dy.to(device));
+  return {y, x.grad(), s.grad(), z.grad()};
+}
+
+inline int axis_of(const quant::QuantSpec& spec) {
+  return spec.granularity == quant::Granularity::PerChannel ? spec.axis : -1;
+}
+
+/// Learnable-amax inputs: amax per parameter a power-of-two multiple of qmax (ties exact) or an
+/// odd value; x over 1.4 times [lo, amax] with ties, the ends and specials.
+struct AmaxData {
+  Tensor x, dy, amax;
+  std::vector<float> a;
+};
+inline AmaxData amax_data(const quant::QuantSpec& spec, const Shape& shape, std::uint64_t seed) {
+  const Layout l = Layout::of(spec, shape);
+  const float qmax = static_cast<float>(spec.quant_max());
+  AmaxData d;
+  std::vector<float> step, lo, hi;
+  for (std::int64_t p = 0; p < l.num_params; ++p) {
+    d.a.push_back(p % 2 ? 1.37f + 0.21f * p : qmax * std::ldexp(1.0f, -3 - static_cast<int>(p % 3)));
+    step.push_back(d.a[p] / qmax);
+    lo.push_back(spec.is_signed ? -d.a[p] : 0.0f);
+    hi.push_back(d.a[p]);
+  }
+  d.x = quant_input(shape, axis_of(spec), seed, step, lo, hi, true);
+  d.dy = grad_input(shape, seed + 1);
+  d.amax = Tensor::from_vector(d.a, Shape{l.num_params});
+  return d;
+}
+
+/// FP8 inputs: scale per parameter a power of two or an odd value; x over 1.4 times
+/// [-max s, max s] (saturating beyond), ties of the binade [s, 2 s), specials.
+struct Fp8Data {
+  Tensor x, scale;
+  std::vector<float> s;
+};
+inline Fp8Data fp8_data(const quant::QuantSpec& spec, const Shape& shape, std::uint64_t seed) {
+  const quant::ElementFormat f = quant::element_format(spec.format);
+  const float max = static_cast<float>(f.max);
+  const Layout l = Layout::of(spec, shape);
+  Fp8Data d;
+  std::vector<float> step, lo, hi;
+  for (std::int64_t p = 0; p < l.num_params; ++p) {
+    d.s.push_back(p % 2 ? 0.0131f * (1 + p) : std::ldexp(1.0f, -3 - static_cast<int>(p % 4)));
+    step.push_back(d.s[p] * std::ldexp(1.0f, -f.mantissa_bits));
+    lo.push_back(-max * d.s[p]);
+    hi.push_back(max * d.s[p]);
+  }
+  d.x = quant_input(shape, axis_of(spec), seed, step, lo, hi, true);
+  d.scale = Tensor::from_vector(d.s, Shape{l.num_params});
+  return d;
+}
+
+// Every finite value of an FP8 format, the midpoints between neighbours and one float ulp either
+// side, float32 subnormals, specials, the saturation boundary, and every 65521st bit pattern.
+inline std::vector<float> fp8_probe_values(quant::Format format) {
+  const quant::ElementFormat f = quant::element_format(format);
+  const float max = static_cast<float>(f.max);
+  std::vector<float> grid{0.0f};
+  for (int e = f.min_exponent; e <= f.emax; ++e)
+    for (int m = 0; m < (1 << f.mantissa_bits); ++m) {
+      const float sub = std::ldexp(static_cast<float>(m), f.min_exponent - f.mantissa_bits);
+      const float v = std::ldexp(1.0f + std::ldexp(static_cast<float>(m), -f.mantissa_bits), e);
+      if (e == f.min_exponent) grid.push_back(sub);
+      if (v <= max) grid.push_back(v);
+    }
+  grid.push_back(max + std::ldexp(1.0f, f.emax - f.mantissa_bits));  // one step above max
+  std::vector<float> v;
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    v.push_back(grid[i]);
+    if (i + 1 < grid.size()) {
+      const float mid = 0.5f * (grid[i] + grid[i + 1]);
+      v.insert(v.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, kInf)});
+    }
+  }
+  for (float s : {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
+                  std::nextafter(std::numeric_limits<float>::min(), 0.0f),
+                  std::numeric_limits<float>::max(), max, std::nextafter(max, kInf), kInf, kNaN})
+    v.push_back(s);
+  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 65521)
+    v.push_back(quant::kernels::cuda::fp8::float_of(static_cast<std::uint32_t>(b)));
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+}  // namespace qat::test
