@@ -15,12 +15,12 @@ fi
 n=$1
 shift
 export WORLD_SIZE=$n MASTER_ADDR=${MASTER_ADDR:-127.0.0.1} MASTER_PORT=${MASTER_PORT:-29500}
-# QAT_BIND=1 binds each rank to its own share of the cores this script may use (as mpirun's
-# --bind-to core): with C cores and N <= C ranks, rank r gets cores r*C/N .. (r+1)*C/N - 1.
-# Measured on a 2-core VM, 2 ranks x 1 thread, CNN epoch against one process: fp32 0.58x bound
-# against 0.75x unbound, but QAT 1.2-1.4x bound against 1.0-1.2x unbound (not understood yet:
-# the QAT forward's observer all-reduces lose more than the binding saves). Off by default;
-# ignored when N > C.
+# Each rank is bound to its own share of the cores this script may use (as mpirun's
+# --bind-to core): with C cores and N <= C ranks, rank r gets cores r*C/N .. (r+1)*C/N - 1;
+# QAT_BIND=0 leaves them free to move, and N > C never binds. Bound ranks also let the group's
+# synchronous lane spin instead of sleeping (GroupOptions::Lane::Auto). Measured on a 2-core VM,
+# 2 ranks x 1 thread, CNN epoch against one process (bench/dist_scaling.sh): fp32 0.52x bound,
+# 0.52x free; QAT 0.55x bound, 0.57x free.
 cores=()
 for part in $(sed -n 's/^Cpus_allowed_list:\s*//p' /proc/self/status | tr ',' ' '); do
   if [[ "$part" == *-* ]]; then for ((c = ${part%-*}; c <= ${part#*-}; c++)); do cores+=("$c"); done
@@ -28,7 +28,7 @@ for part in $(sed -n 's/^Cpus_allowed_list:\s*//p' /proc/self/status | tr ',' ' 
 done
 bind() {  # bind RANK -> the taskset prefix for that rank, or nothing
   local c=${#cores[@]}
-  [ "${QAT_BIND:-0}" = 1 ] && [ "$n" -le "$c" ] && command -v taskset >/dev/null || return 0
+  [ "${QAT_BIND:-1}" = 1 ] && [ "$n" -le "$c" ] && command -v taskset >/dev/null || return 0
   local lo=$(($1 * c / n)) hi=$((($1 + 1) * c / n - 1)) list=() k
   for ((k = lo; k <= hi; k++)); do list+=("${cores[$k]}"); done
   echo taskset -c "$(IFS=,; echo "${list[*]}")"

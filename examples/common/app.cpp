@@ -512,7 +512,8 @@ int run_program(Options o, const ModelFactory& factory) {
     js << ", \"world_size\": " << world
        << ", \"allreduce_bytes_per_step\": " << (st.syncs ? st.reduced_bytes / st.syncs : 0)
        << ", \"gradient_bytes\": " << st.gradient_bytes << ", \"allreduce_wait_s_per_epoch\": "
-       << (sum.epochs_run ? st.wait_seconds / sum.epochs_run : 0.0);
+       << (sum.epochs_run ? st.wait_seconds / sum.epochs_run : 0.0) << ", \"dist_lane\": \""
+       << distributed::lane_name(group->stats().lane) << "\"";
   }
   if (o.mode == "qat") {
     // The int8 model: a second copy of the trained QAT model, converted to integer inference.

@@ -110,18 +110,23 @@ void DistributedDataParallel::leaf_ready(const TensorImpl* leaf) {
   in_pass_ = true;
   if (ready_[i]) return;
   ready_[i] = 1;
-  if (--buckets_[bucket_of_[i]].pending == 0) launch_ready_buckets();
+  if (--buckets_[bucket_of_[i]].pending == 0) launch_ready_buckets(/*blocking=*/false);
 }
 
-// Launches, in bucket order, every bucket whose gradients are all ready.
-void DistributedDataParallel::launch_ready_buckets() {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0)
-    launch(buckets_[next_bucket_++]);
+// Launches, in bucket order, every bucket whose gradients are all ready. The last bucket (its
+// gradients are the backward pass's last: nothing is left to overlap with), and every bucket at
+// backward_end, is summed on this thread: a small one takes the group's synchronous lane
+// (GroupOptions::lane) instead of waiting for the communication threads to be scheduled.
+void DistributedDataParallel::launch_ready_buckets(bool blocking) {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    const bool last = next_bucket_ + 1 == buckets_.size();
+    launch(buckets_[next_bucket_++], blocking || last);
+  }
 }
 
 // Copies the bucket's gradients (zeros for a parameter that got none) into its flat buffer and
 // starts their sum over the ranks.
-void DistributedDataParallel::launch(Bucket& b) {
+void DistributedDataParallel::launch(Bucket& b, bool blocking) {
   auto* dst = static_cast<char*>(b.flat.raw_data());
   for (int i : b.params) {
     const Tensor g = params_[i].grad();
@@ -132,7 +137,12 @@ void DistributedDataParallel::launch(Bucket& b) {
       std::memset(dst, 0, bytes);
     dst += bytes;
   }
-  b.work = group_->all_reduce_async(b.flat, ReduceOp::Sum);
+  if (blocking) {
+    const auto t0 = std::chrono::steady_clock::now();
+    group_->all_reduce(b.flat, ReduceOp::Sum);
+    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } else
+    b.work = group_->all_reduce_async(b.flat, ReduceOp::Sum);
 }
 
 // grad = (sum over ranks) / world_size, written back into every parameter's .grad.
@@ -143,11 +153,11 @@ void DistributedDataParallel::backward_end() {
   // observers and batch norms would drift from the other replicas' without a word.
   const bool forwarded = std::exchange(forwarded_, false);
   for (Bucket& b : buckets_) b.pending = 0;  // unused parameters: their bucket goes with zeros
-  launch_ready_buckets();
   const auto t0 = std::chrono::steady_clock::now();
+  launch_ready_buckets(/*blocking=*/true);
   const double inv = 1.0 / group_->world_size();
   for (Bucket& b : buckets_) {
-    b.work->wait();
+    if (b.work) b.work->wait();  // launched during the backward pass
     b.work.reset();
     stats_.reduced_bytes += static_cast<std::int64_t>(b.flat.nbytes());
     std::int64_t at = 0;

@@ -77,7 +77,7 @@ class DistributedDataParallel : private autograd::GradReadyObserver {
     std::int64_t gradient_bytes = 0;  ///< bytes of the parameters' gradients (one step)
     std::int64_t reduced_bytes = 0;   ///< gradient bytes all-reduced, all syncs together
     std::int64_t buckets = 0;         ///< buckets per sync
-    double wait_seconds = 0;          ///< time backward's end waited for all-reduces
+    double wait_seconds = 0;          ///< time the steps waited for their all-reduces
   };
   const Stats& stats() const { return stats_; }
 
@@ -93,8 +93,8 @@ class DistributedDataParallel : private autograd::GradReadyObserver {
   void backward_end() override;
   void check_same_model() const;
   void broadcast_state() const;
-  void launch_ready_buckets();
-  void launch(Bucket& b);
+  void launch_ready_buckets(bool blocking);
+  void launch(Bucket& b, bool blocking);
 
   nn::ModulePtr model_;
   ProcessGroupPtr group_;

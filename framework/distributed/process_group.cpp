@@ -42,12 +42,28 @@ GroupOptions GroupOptions::from_env() {
               "QAT_DIST_TIMEOUT=", timeout_s, " is not in 1..86400 seconds");
   o.timeout = std::chrono::seconds(timeout_s);
   o.iface = env_str("GLOO_SOCKET_IFNAME", "");
-  const std::string lane = env_str("QAT_DIST_LANE", "block");
-  QAT_REQUIRE(lane == "off" || lane == "block" || lane == "spin", "GroupOptions::from_env",
-              "QAT_DIST_LANE='", lane, "' must be off, block or spin");
-  o.lane = lane == "off" ? Lane::Off : lane == "spin" ? Lane::Spin : Lane::Block;
+  const std::string lane = env_str("QAT_DIST_LANE", "auto");
+  QAT_REQUIRE(lane == "auto" || lane == "off" || lane == "block" || lane == "spin",
+              "GroupOptions::from_env", "QAT_DIST_LANE='", lane, "' must be auto, off, block or spin");
+  o.lane = lane == "off"     ? Lane::Off
+           : lane == "block" ? Lane::Block
+           : lane == "spin"  ? Lane::Spin
+                             : Lane::Auto;
   o.validate();
   return o;
+}
+
+const char* lane_name(GroupOptions::Lane lane) {
+  switch (lane) {
+    case GroupOptions::Lane::Off:
+      return "off";
+    case GroupOptions::Lane::Block:
+      return "block";
+    case GroupOptions::Lane::Spin:
+      return "spin";
+    default:
+      return "auto";
+  }
 }
 
 void GroupOptions::validate() const {

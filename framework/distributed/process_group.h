@@ -35,17 +35,19 @@ struct GroupOptions {
   /// Network interface for the collectives (GLOO_SOCKET_IFNAME); "" picks the address from
   /// master_addr: loopback for a local job, else this host's name.
   std::string iface;
-  /// How small blocking all-reduces (observer ranges, SyncBatchNorm sums: the collectives the
-  /// forward pass waits on) travel. Off: like every collective, through Gloo's event-loop thread,
-  /// which must be scheduled, read the bytes and wake the caller. Block / Spin: on a second set of
-  /// connections in Gloo's synchronous pair mode, read by the calling thread itself, which sleeps
-  /// in recv() (Block) or polls it (Spin: lowest latency, but it holds its core while it waits).
-  /// Min and max always qualify; a sum only with 2 ranks (there a + b == b + a, so every rank
-  /// keeps the same bits). QAT_DIST_LANE=off|block|spin.
-  enum class Lane { Off, Block, Spin };
-  Lane lane = Lane::Block;
+  /// How small blocking all-reduces (observer ranges, SyncBatchNorm sums, and DDP's last
+  /// gradient bucket: the collectives the step waits on) travel. Off: like every collective,
+  /// through Gloo's event-loop thread, which must be scheduled, read the bytes and wake the caller.
+  /// Block / Spin: on a second set of connections in Gloo's synchronous pair mode, read by the
+  /// calling thread itself, which sleeps in recv() (Block) or polls it (Spin: lowest latency, but
+  /// it holds its core while it waits, which costs a rank sharing that core). Auto: Spin when
+  /// every rank on this machine is bound to cores no other rank has (scripts/launch.sh, mpirun's
+  /// --bind-to core), else Block. Min and max always qualify; a sum only with 2 ranks (there
+  /// a + b == b + a, so every rank keeps the same bits). QAT_DIST_LANE=auto|off|block|spin.
+  enum class Lane { Auto, Off, Block, Spin };
+  Lane lane = Lane::Auto;
   /// The largest all-reduce, in bytes, that takes the lane.
-  std::int64_t lane_bytes = 256 * 1024;
+  std::int64_t lane_bytes = 1 << 20;  // DistributedDataParallel's default bucket
 
   /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; under mpirun, which sets
   /// none of these, OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (then MASTER_ADDR defaults to
@@ -74,6 +76,7 @@ struct GroupStats {
   std::int64_t all_reduce_calls = 0, all_reduce_bytes = 0;  // bytes of the tensors reduced
   std::int64_t broadcast_bytes = 0, all_gather_bytes = 0, barriers = 0;
   std::int64_t lane_calls = 0;  // all-reduces that took the synchronous lane
+  GroupOptions::Lane lane = GroupOptions::Lane::Off;  // how it runs: Off, Block or Spin
 };
 
 class ProcessGroup {
@@ -103,6 +106,9 @@ class ProcessGroup {
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+/// "auto", "off", "block" or "spin" (QAT_DIST_LANE's values).
+const char* lane_name(GroupOptions::Lane lane);
 
 /// Joins the group: rank 0 serves a small key-value rendezvous on master_port, every rank
 /// registers there (its world size and Gloo's listening address) and Gloo connects a full mesh.

@@ -139,12 +139,12 @@ int collectives(ProcessGroup& g) {
     }
   }
   // Blocking float all-reduces (what observers and SyncBatchNorm issue in the forward pass) take
-  // the synchronous lane when small (70001 doubles do not), also while async work is in flight on
+  // the synchronous lane when small (300001 floats, 1.2 MB, do not), also while async work is in flight on
   // the other connections; the same calls again reuse the lane's rings.
   Tensor big = Tensor::full(Shape{200003}, static_cast<double>(r + 1), DType::Float32);
   auto wbig = g.all_reduce_async(big, ReduceOp::Sum);
   for (int pass = 0; pass < 2; ++pass)
-    for (std::int64_t n : {1, 7, 1000, 70001}) {
+    for (std::int64_t n : {1, 7, 1000, 300001}) {
       std::vector<float> lo(n), hi(n);
       std::vector<double> s(n);
       for (std::int64_t k = 0; k < n; ++k) {
@@ -164,6 +164,10 @@ int collectives(ProcessGroup& g) {
       }
     }
   wbig->wait();
+  if (const char* expect = std::getenv("QAT_EXPECT_LANE"))
+    check(std::string(distributed::lane_name(g.stats().lane)) == expect,
+          std::string("the lane runs as ") + distributed::lane_name(g.stats().lane) + ", expected " +
+              expect);
   const char* lane_env = std::getenv("QAT_DIST_LANE");
   const bool lane = !(lane_env && std::string(lane_env) == "off");
   // per pass: min and max of 1, 7, 1000 floats, and the sums too with 2 ranks

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,7 +70,16 @@ std::vector<RankResult> launch(const std::vector<std::string>& argv, int world, 
       for (const auto& [k, v] : env(r)) vars[k] = v;
     const pid_t pid = ::fork();
     if (pid == 0) {
-      for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+      for (const auto& [k, v] : vars) {
+        if (k == "@cpu") {  // bind this rank to one core, as launch.sh QAT_BIND=1 does
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(std::stoi(v), &set);
+          ::sched_setaffinity(0, sizeof set, &set);
+          continue;
+        }
+        ::setenv(k.c_str(), v.c_str(), 1);
+      }
       const int fd = ::open(logs[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -140,10 +150,36 @@ BOOST_AUTO_TEST_CASE(all_reduce_broadcast_all_gather_barrier_on_2_and_3_ranks) {
   // the lane spinning, and no lane (every collective on the event-loop connections)
   for (const char* lane : {"spin", "off"}) {
     const auto rs = launch({kWorker, "collectives"}, 2, [=](int) {
-      return std::map<std::string, std::string>{{"QAT_DIST_LANE", lane}};
+      return std::map<std::string, std::string>{{"QAT_DIST_LANE", lane}, {"QAT_EXPECT_LANE", lane}};
     });
     for (const RankResult& r : rs) BOOST_TEST(r.status == 0, lane << ": " << r.output);
   }
+}
+
+// QAT_DIST_LANE=auto (the default): ranks that share cores sleep in recv, ranks bound to cores of
+// their own spin.
+BOOST_AUTO_TEST_CASE(the_lane_spins_only_on_cores_of_its_own) {
+  const auto shared = launch({kWorker, "collectives"}, 2, [](int) {
+    return std::map<std::string, std::string>{{"QAT_EXPECT_LANE", "block"}};
+  });
+  for (const RankResult& r : shared) BOOST_TEST(r.status == 0, r.output);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ::sched_getaffinity(0, sizeof mine, &mine);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  if (cpus.size() < 2) {
+    std::cout << "skipped: binding 2 ranks to cores of their own needs 2 cores, this process may "
+                 "use "
+              << cpus.size() << "\n";
+    return;
+  }
+  const auto bound = launch({kWorker, "collectives"}, 2, [&](int rank) {
+    return std::map<std::string, std::string>{{"QAT_EXPECT_LANE", "spin"},
+                                              {"@cpu", std::to_string(cpus[rank])}};
+  });
+  for (const RankResult& r : bound) BOOST_TEST(r.status == 0, r.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_group_of_one_needs_no_backend) {
@@ -294,7 +330,7 @@ BOOST_AUTO_TEST_CASE(bad_environment_values_are_named) {
         return std::map<std::string, std::string>{{"QAT_DIST_LANE", "fast"}};
       },
       30);
-  BOOST_TEST(contains(poll[0].output, "QAT_DIST_LANE='fast' must be off, block or spin"), poll[0].output);
+  BOOST_TEST(contains(poll[0].output, "QAT_DIST_LANE='fast' must be auto, off, block or spin"), poll[0].output);
 }
 
 BOOST_AUTO_TEST_CASE(models_that_differ_between_ranks_are_refused_at_start) {

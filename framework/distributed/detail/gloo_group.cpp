@@ -11,6 +11,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,7 +224,9 @@ class GlooGroup final : public ProcessGroup {
 
   GroupStats stats() const override {
     std::lock_guard lock(m_);
-    return stats_;
+    GroupStats s = stats_;
+    s.lane = !lane_ ? GroupOptions::Lane::Off : spin_ ? GroupOptions::Lane::Spin : GroupOptions::Lane::Block;
+    return s;
   }
 
  private:
@@ -327,9 +330,10 @@ class GlooGroup final : public ProcessGroup {
         auto lane = std::make_shared<gloo::rendezvous::Context>(o.rank, o.world_size);
         lane->setTimeout(o.timeout);
         lane->connectFullMesh(store, device);
+        spin_ = o.lane == GroupOptions::Lane::Spin ||
+                (o.lane == GroupOptions::Lane::Auto && cores_of_its_own(store));
         for (int r = 0; r < o.world_size; ++r)
-          if (r != o.rank)
-            lane->getPair(r)->setSync(/*enable=*/true, /*busyPoll=*/o.lane == GroupOptions::Lane::Spin);
+          if (r != o.rank) lane->getPair(r)->setSync(/*enable=*/true, /*busyPoll=*/spin_);
         lane_ = std::make_unique<SyncLane>(std::move(lane), o.lane_bytes);
       }
     } catch (const Error&) {
@@ -338,6 +342,43 @@ class GlooGroup final : public ProcessGroup {
       throw Error(qat::detail::concat(fn, ": rank ", o.rank, " of ", o.world_size,
                                       " could not connect to the other ranks: ", e.what()));
     }
+  }
+
+  // Whether every rank on this machine is bound to cores no other rank of the job may use: each
+  // rank publishes its host name and affinity mask, and each reads all of them (a job of more
+  // than 64 ranks does not spin). Every rank decides for itself, on the same facts.
+  bool cores_of_its_own(gloo::rendezvous::Store& store) const {
+    const int world = options_.world_size;
+    if (world > 64) return false;
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (::sched_getaffinity(0, sizeof mine, &mine) != 0) return false;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::vector<char> entry(host, host + std::strlen(host) + 1);  // "host\0" + the mask
+    const auto* bytes = reinterpret_cast<const char*>(&mine);
+    entry.insert(entry.end(), bytes, bytes + sizeof mine);
+    store.set("cpus/" + std::to_string(options_.rank), entry);
+    std::vector<std::vector<char>> all(world);
+    for (int r = 0; r < world; ++r) all[r] = store.get("cpus/" + std::to_string(r));
+    std::vector<std::string> hosts(world);
+    std::vector<cpu_set_t> masks(world);
+    for (int r = 0; r < world; ++r) {
+      const std::vector<char>& e = all[r];
+      const auto nul = std::find(e.begin(), e.end(), '\0');
+      if (nul == e.end() || static_cast<std::size_t>(e.end() - nul - 1) != sizeof(cpu_set_t))
+        return false;  // not what this build publishes
+      hosts[r].assign(e.begin(), nul);
+      std::memcpy(&masks[r], &*(nul + 1), sizeof(cpu_set_t));
+    }
+    for (int a = 0; a < world; ++a)
+      for (int b = a + 1; b < world; ++b) {
+        if (hosts[a] != hosts[b]) continue;
+        cpu_set_t both;
+        CPU_AND(&both, &masks[a], &masks[b]);
+        if (CPU_COUNT(&both) > 0) return false;
+      }
+    return true;
   }
 
   std::uint32_t next_tag() { return tag_++; }  // one collective runs at a time (busy_)
@@ -435,6 +476,7 @@ class GlooGroup final : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   std::uint32_t tag_ = 0;
   std::unique_ptr<SyncLane> lane_;  // null with GroupOptions::Lane::Off
+  bool spin_ = false;                // the lane polls its sockets
   std::mutex lane_m_;
   std::mutex broken_m_;
   std::string broken_;  // the first error
