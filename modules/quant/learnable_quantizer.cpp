@@ -10,7 +10,9 @@
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
 #include "modules/quant/detail/layout.h"
+#include "modules/quant/detail/on_host.h"
 #include "modules/quant/fake_quant.h"
+#include "modules/quant/kernels/cuda/kernels.h"
 
 namespace qat::quant {
 
@@ -145,13 +147,28 @@ void LearnableFakeQuantize::estimate(const Tensor& x) {
   }
 }
 
+// On CUDA: an estimating batch (the warm-up, and calibration) runs the CPU code above on a host
+// copy of x with the quantizer's state moved to the host and back (a round trip per such batch,
+// the same bits as the CPU); a learning batch clamps the scale on the device and runs the CUDA
+// op. The CPU's per-step checks that would read device values are not made there: a NaN / inf
+// scale or input shows up as a non-finite loss (the divergence guard's), not as this
+// quantizer's error. The phase switches (one byte each) are read on the host: a sync per read.
 Tensor LearnableFakeQuantize::forward(const Tensor& x) {
+  const bool cuda = x.defined() && x.device() == Device::CUDA;
   if (observing()) {
-    estimate(x);
-    // calibration only estimates: the warm-up (and the switch to learning) is training's
-    if (!calibrating() &&
-        (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= options_.warmup_batches))
-      enable_param_learning();
+    auto step = [this](const Tensor& xs) {
+      estimate(xs);
+      // calibration only estimates: the warm-up (and the switch to learning) is training's
+      if (!calibrating() &&
+          (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= options_.warmup_batches))
+        enable_param_learning();
+    };
+    if (cuda)
+      detail::with_state_on_host(*this, Device::CUDA, [&] { step(x.to(Device::CPU)); });
+    else
+      step(x);
+  } else if (cuda) {
+    kernels::cuda::clamp_below(scale_.cuda_data<float>(), scale_.numel(), kScaleEps);
   } else {
     require_finite(*this, scale_, "scale");
     require_finite(*this, zero_point_, "zero_point");
@@ -207,17 +224,27 @@ LearnableAmaxFakeQuantize::LearnableAmaxFakeQuantize(const QuantSpec& spec,
   amax_.requires_grad_(false);
 }
 
+// On CUDA as LearnableFakeQuantize: estimating batches on the host, learning ones on the device.
 Tensor LearnableAmaxFakeQuantize::forward(const Tensor& x) {
+  const bool cuda = x.defined() && x.device() == Device::CUDA;
   if (observing()) {
-    observer_->forward(x);
-    const Tensor &mn = observer_->min_val(), &mx = observer_->max_val();
-    QAT_REQUIRE(mn.numel() == amax_.numel(), type_name(), "observer produced ", mn.numel(),
-                " ranges for ", amax_.numel(), " amax values");
-    for (std::int64_t i = 0; i < amax_.numel(); ++i)
-      amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
-    if (!calibrating() &&
-        (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= warmup_batches_))
-      disable_observer();
+    auto step = [this](const Tensor& xs) {
+      observer_->forward(xs);
+      const Tensor &mn = observer_->min_val(), &mx = observer_->max_val();
+      QAT_REQUIRE(mn.numel() == amax_.numel(), type_name(), "observer produced ", mn.numel(),
+                  " ranges for ", amax_.numel(), " amax values");
+      for (std::int64_t i = 0; i < amax_.numel(); ++i)
+        amax_.data<float>()[i] = std::max({-mn.data<float>()[i], mx.data<float>()[i], kScaleEps});
+      if (!calibrating() &&
+          (*warmup_seen_.data<std::int64_t>() += 1, warmup_seen_.item() >= warmup_batches_))
+        disable_observer();
+    };
+    if (cuda)
+      detail::with_state_on_host(*this, Device::CUDA, [&] { step(x.to(Device::CPU)); });
+    else
+      step(x);
+  } else if (cuda) {
+    kernels::cuda::clamp_below(amax_.cuda_data<float>(), amax_.numel(), kScaleEps);
   } else {
     require_finite(*this, amax_, "amax");
     clamp_up_to_eps(*this, amax_, "PACT amax", amax_clamps_);

@@ -22,6 +22,9 @@ enum class LearnableInit {
 /// clamped up to kScaleEps with one warning per quantizer and counted; a non-finite scale or zero
 /// point, and NaN / inf in a training input after the warm-up (which the forward would map to
 /// quant_min / quant_max, hiding it from the loss), throw qat::Error naming the quantizer.
+/// On CUDA: estimating batches run this CPU code on a host copy (state moved to the host and
+/// back), learning batches the CUDA ops with the scale clamped on the device; the NaN checks are
+/// not made there (a non-finite loss shows them). See forward in learnable_quantizer.cpp.
 class LearnableFakeQuantize : public Quantizer {
  public:
   struct Options {

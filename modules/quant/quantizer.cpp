@@ -10,6 +10,7 @@
 #include "framework/tensor/finite.h"
 #include "modules/quant/checkpoint_meta.h"
 #include "modules/quant/detail/layout.h"
+#include "modules/quant/detail/on_host.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/histogram_observer.h"
 #include "modules/quant/kernels/cuda/kernels.h"
@@ -214,19 +215,27 @@ FP8FakeQuantize::FP8FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer
   scale_ = register_buffer("scale", Tensor::ones(param_shape, DType::Float32));
 }
 
-// scale = max(|min|, |max|) / fp8_max, at least float32 eps
+// scale = max(|min|, |max|) / fp8_max, at least float32 eps. On CUDA an observing batch runs
+// this on a host copy of x with the state moved to the host and back (the same bits as the CPU,
+// a round trip per observing batch); the fake quantization runs on the device.
 Tensor FP8FakeQuantize::forward(const Tensor& x) {
   if (observing()) {
-    observer_->forward(x);
-    const Tensor& mn = observer_->min_val();
-    const Tensor& mx = observer_->max_val();
-    if (mn.shape() != scale_.shape())
-      scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32));
-    const auto fmax = static_cast<float>(fp8_max(spec_.format));
-    for (std::int64_t i = 0; i < scale_.numel(); ++i) {
-      const float amax = std::max(-mn.data<float>()[i], mx.data<float>()[i]);
-      scale_.data<float>()[i] = std::isfinite(amax) ? std::max(amax / fmax, kScaleEps) : 1.0f;
-    }
+    auto observe = [this](const Tensor& xs) {
+      observer_->forward(xs);
+      const Tensor& mn = observer_->min_val();
+      const Tensor& mx = observer_->max_val();
+      if (mn.shape() != scale_.shape())
+        scale_ = replace_buffer("scale", Tensor::ones(mn.shape(), DType::Float32));
+      const auto fmax = static_cast<float>(fp8_max(spec_.format));
+      for (std::int64_t i = 0; i < scale_.numel(); ++i) {
+        const float amax = std::max(-mn.data<float>()[i], mx.data<float>()[i]);
+        scale_.data<float>()[i] = std::isfinite(amax) ? std::max(amax / fmax, kScaleEps) : 1.0f;
+      }
+    };
+    if (x.defined() && x.device() == Device::CUDA)
+      detail::with_state_on_host(*this, Device::CUDA, [&] { observe(x.to(Device::CPU)); });
+    else
+      observe(x);
   }
   if (!fake_quant_enabled()) return x;
   return fake_quantize_fp8(x, scale_, spec_);

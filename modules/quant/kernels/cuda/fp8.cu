@@ -1,6 +1,7 @@
 // FP8 fake quantization on CUDA (kernels.h fp8_fake_quant): fp8_math.h's fake_quant_one per
 // element, the rounding the CPU runs (bit manipulation, rintf, IEEE division: bit-exact with
-// kernels/cpu/fp8.cpp). The STE backward is masked_copy (fake_quant.cu).
+// kernels/cpu/fp8.cpp). The STE backward is masked_copy (fake_quant.cu). Also the learnable
+// quantizers' parameter guard, clamp_below.
 #include <cstdint>
 
 #include "framework/kernels/cuda/launch.h"
@@ -27,7 +28,19 @@ __global__ void fp8_kernel(const float* __restrict__ x, float* __restrict__ y,
   }
 }
 
+// v = v < lo ? lo : v (a NaN compares false and stays)
+__global__ void clamp_below_kernel(float* __restrict__ v, i64 n, float lo) {
+  for (i64 i = global_index(); i < n; i += global_stride()) v[i] = v[i] < lo ? lo : v[i];
+}
+
 }  // namespace
+
+void clamp_below(float* v, std::int64_t n, float lo) {
+  constexpr const char* fn = "learnable quantizer scale guard (CUDA)";
+  if (n == 0) return;
+  clamp_below_kernel<<<grid_for(n), kBlock, 0, ::qat::cuda::detail::stream(fn)>>>(v, n, lo);
+  QAT_CUDA_CHECK_LAUNCH(fn);
+}
 
 void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l,
                     const float* scale, int mantissa_bits, int min_exponent, float max) {

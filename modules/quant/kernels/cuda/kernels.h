@@ -102,6 +102,10 @@ void amax_forward(const float* x, float* y, std::uint8_t* mask, const ParamLayou
 void amax_backward(const float* dy, const std::uint8_t* mask, float* dx, const ParamLayout& l,
                    float* damax);
 
+/// v[i] = max(v[i], lo) in place, NaN kept (learnable.cu): the learnable quantizers' scale /
+/// amax guard on the device (the CPU clamps the same values, and throws on NaN / inf).
+void clamp_below(float* v, std::int64_t n, float lo);
+
 /// FP8 fake quantization (fp8.cu, fp8_math.h fake_quant_one), scale[c] on the device: y and the
 /// STE mask [|x / s| <= max], bit-exact with the CPU.
 void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, const ParamLayout& l,

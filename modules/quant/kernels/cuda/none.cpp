@@ -37,6 +37,9 @@ void amax_forward(const float*, float*, std::uint8_t*, const ParamLayout& l, con
 void amax_backward(const float*, const std::uint8_t*, float*, const ParamLayout& l, float*) {
   if (l.len != 0) ::qat::cuda::detail::require_device("fake_quantize_learnable_amax_backward");
 }
+void clamp_below(float*, std::int64_t n, float) {
+  if (n != 0) ::qat::cuda::detail::require_device("learnable quantizer (scale guard)");
+}
 void fp8_fake_quant(const float*, float*, std::uint8_t*, const ParamLayout& l, const float*, int, int,
                     float) {
   if (l.numel() != 0) ::qat::cuda::detail::require_device("fake_quantize_fp8");
