@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "cuda_test_util.h"
+#include "train_alike.h"
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
 #include "framework/optim/sgd.h"
@@ -363,18 +364,6 @@ nn::ModulePtr qat_cnn(bool batch_norm) {
   return net;
 }
 
-nn::ModulePtr qat_mlp() {
-  manual_seed(4);
-  using namespace nn;
-  auto net = std::make_shared<Sequential>();
-  net->push_back("quant", std::make_shared<quant::QuantStub>());
-  net->push_back("fc1", std::make_shared<Linear>(23, 31));
-  net->push_back("relu", std::make_shared<ReLU>());
-  net->push_back("fc2", std::make_shared<Linear>(31, 5));
-  net->push_back("dequant", std::make_shared<quant::DeQuantStub>());
-  quant::prepare_qat(*net, quant::QConfigRegistry{});
-  return net;
-}
 
 // Fake-quantized outputs computed through float32 GEMMs: a last-bit difference before a
 // quantizer may move a value by one step. Most elements agree to float tolerance, none by more
@@ -424,50 +413,19 @@ BOOST_AUTO_TEST_CASE(qat_layers_forward_backward) {
 }
 
 // The examples' QAT step (int8_default) trained 20 steps on the CPU and on CUDA with the same
-// seed and data: losses within 1e-4 relative, weights within 1e-3 of their range.
+// seed and data (train_alike.h), and no batch skipped by an observer.
 BOOST_AUTO_TEST_CASE(qat_models_train_alike) {
   struct Case {
     const char* name;
     std::function<nn::ModulePtr()> make;
     Shape input;
   };
-  for (const Case& c : {Case{"mlp", qat_mlp, Shape{16, 23}},
+  for (const Case& c : {Case{"mlp", [] { return qat::test::qat_mlp(); }, Shape{16, 23}},
                         Case{"cnn-bn", [] { return qat_cnn(true); }, Shape{8, 1, 12, 12}},
                         Case{"cnn", [] { return qat_cnn(false); }, Shape{8, 1, 12, 12}}}) {
     BOOST_TEST_CONTEXT(c.name) {
       auto h = c.make(), d = c.make();
-      d->to(Device::CUDA);
-      h->train(), d->train();
-      optim::SGD oh(h->named_parameters(), {.lr = 0.02, .momentum = 0.9});
-      optim::SGD od(d->named_parameters(), {.lr = 0.02, .momentum = 0.9});
-      Generator gen(42);
-      for (int step = 0; step < 20; ++step) {
-        const Tensor x = rnd(c.input, 800 + step, -1, 1);
-        std::vector<std::int64_t> y(c.input[0]);
-        for (auto& v : y) v = static_cast<std::int64_t>(gen.below(5));
-        const Tensor labels = Tensor::from_vector(y, Shape{c.input[0]});
-        oh.zero_grad(), od.zero_grad();
-        const Tensor lh = cross_entropy((*h)(x), labels);
-        const Tensor ld = cross_entropy((*d)(x.to(Device::CUDA)), labels.to(Device::CUDA));
-        BOOST_TEST_CONTEXT("step " << step) {
-          BOOST_TEST(std::abs(lh.item() - ld.item()) <= 1e-4 * std::max(1.0, std::abs(lh.item())));
-        }
-        lh.backward();
-        ld.backward();
-        oh.step(), od.step();
-      }
-      const NamedTensors ph = h->named_parameters(), pd = d->named_parameters();
-      for (std::size_t i = 0; i < ph.size(); ++i) BOOST_TEST_CONTEXT(ph[i].first) {
-          const std::vector<float> a = ph[i].second.to_vector<float>(),
-                                   b = pd[i].second.to_vector<float>();
-          float lo = kInf, hi = -kInf;
-          for (float v : a) lo = std::min(lo, v), hi = std::max(hi, v);
-          const double tol = 1e-3 * std::max(1e-6f, hi - lo);
-          for (std::size_t k = 0; k < a.size(); ++k)
-            if (!(std::abs(a[k] - b[k]) <= tol))
-              BOOST_FAIL("element " << k << ": cpu " << a[k] << ", cuda " << b[k] << " (tol " << tol
-                                    << ")");
-        }
+      qat::test::require_trains_alike(h, d, c.input, 8);
       for (const auto& [name, m] : d->named_modules())
         if (auto* q = dynamic_cast<quant::Quantizer*>(m); q && q->observer())
           BOOST_TEST(q->observer()->nonfinite_batches().item() == 0.0);
