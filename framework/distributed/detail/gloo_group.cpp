@@ -139,6 +139,8 @@ class GlooGroup final : public ProcessGroup {
 
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
+  // the rendezvous, idle after the join: the NCCL backend shares its unique id through it
+  gloo::rendezvous::Store* store() const { return client_.get(); }
 
   std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     require_collective_tensor(t, "ProcessGroup::all_reduce", true);
@@ -492,8 +494,10 @@ class GlooGroup final : public ProcessGroup {
 
 }  // namespace
 
-ProcessGroupPtr make_gloo_group(const GroupOptions& options) {
-  return std::make_shared<GlooGroup>(options);
+ProcessGroupPtr make_gloo_group(const GroupOptions& options, gloo::rendezvous::Store** store) {
+  auto group = std::make_shared<GlooGroup>(options);
+  if (store != nullptr) *store = group->store();
+  return group;
 }
 
 }  // namespace qat::distributed::detail
