@@ -108,9 +108,16 @@ class Communicator {
   }
 
   ~Communicator() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
+    // queued collectives first: done, or aborted by the watchdog (error or timeout)
+    for (;;) {
+      {
+        std::lock_guard lock(m_);
+        if (pending_.empty() || !broken_.empty()) {
+          stop_ = true;
+          break;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     cv_.notify_all();
     watchdog_.join();
