@@ -290,7 +290,8 @@ int run_program(Options o, const ModelFactory& factory) {
     QAT_REQUIRE(!o.distributed || distributed::has_nccl(), "--device cuda",
                 "--distributed needs NCCL, and this build has none (rebuild with QAT_NCCL=ON and "
                 "the CUDA toolkit's NCCL)");
-    QAT_REQUIRE(o.distill.teacher.empty(), "--device cuda", "--distill runs the teacher on the CPU only");
+    QAT_REQUIRE(o.distill.teacher.empty(), "--device cuda",
+                "--distill runs the teacher on the CPU only");
   }
   set_num_threads(o.threads);
   manual_seed(o.seed);
@@ -306,8 +307,8 @@ int run_program(Options o, const ModelFactory& factory) {
     // --device cuda: one GPU per rank (LOCAL_RANK, else RANK % the device count), chosen before
     // any CUDA work: the library's stream, pool and the NCCL communicator live on that device
     if (o.device == "cuda") {
-      QAT_REQUIRE(cuda::is_available(), "--device cuda", "no usable CUDA device: ",
-                  cuda::unavailable_reason());
+      QAT_REQUIRE(cuda::is_available(), "--device cuda",
+                  "no usable CUDA device: ", cuda::unavailable_reason());
       cuda::set_device(options.cuda_device(cuda::device_count()));
     }
     group = distributed::init_process_group(options);

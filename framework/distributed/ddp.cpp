@@ -46,9 +46,9 @@ DistributedDataParallel::DistributedDataParallel(nn::ModulePtr model, ProcessGro
   params_ = model_->parameters();
   // one device for every parameter: a bucket's flat buffer lives there (CUDA: NCCL)
   for (const Tensor& p : params_)
-    QAT_REQUIRE(p.device() == params_.front().device(), fn, "parameters on two devices: ",
-                params_.front().device(), " and ", p.device(), " (shape ", p.shape(),
-                "); move the whole model with Module::to before wrapping it");
+    QAT_REQUIRE(p.device() == params_.front().device(), fn,
+                "parameters on two devices: ", params_.front().device(), " and ", p.device(), " (shape ",
+                p.shape(), "); move the whole model with Module::to before wrapping it");
   const Device device = params_.empty() ? Device::CPU : params_.front().device();
   bucket_of_.assign(params_.size(), -1);
   ready_.assign(params_.size(), 0);
@@ -210,11 +210,11 @@ void DistributedDataParallel::backward_end() {
       if (b.flat.device() == Device::CUDA) {  // on the device, queued after the all-reduce
         using kernels::cuda::UnaryOp;
         if (p.dtype() == DType::Float64)
-          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<double>() + at, g.cuda_data<double>(),
-                               n, inv);
+          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<double>() + at,
+                               g.cuda_data<double>(), n, inv);
         else
-          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<float>() + at, g.cuda_data<float>(), n,
-                               static_cast<float>(inv));
+          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<float>() + at, g.cuda_data<float>(),
+                               n, static_cast<float>(inv));
       } else if (p.dtype() == DType::Float64) {
         const double* s = b.flat.data<double>() + at;
         double* d = g.data<double>();

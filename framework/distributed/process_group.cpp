@@ -174,7 +174,9 @@ using detail::finished;
 using detail::require_collective_tensor;
 
 // A group of one: every collective is the identity (CUDA tensors too: nothing to move).
-void require_any_device(const Tensor& t, const char* fn) { QAT_REQUIRE(t.defined(), fn, "undefined tensor"); }
+void require_any_device(const Tensor& t, const char* fn) {
+  QAT_REQUIRE(t.defined(), fn, "undefined tensor");
+}
 
 class SingleGroup final : public ProcessGroup {
  public:

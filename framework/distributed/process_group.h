@@ -60,7 +60,8 @@ struct GroupOptions {
   /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; under mpirun, which sets
   /// none of these, OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (then MASTER_ADDR defaults to
   /// 127.0.0.1: pass -x MASTER_ADDR=host for several machines). QAT_DIST_TIMEOUT (seconds) and
-  /// GLOO_SOCKET_IFNAME are read too, and QAT_DIST_LANE. Throws qat::Error naming the variable and its value.
+  /// GLOO_SOCKET_IFNAME are read too, and QAT_DIST_LANE. Throws qat::Error naming the variable and its
+  /// value.
   static GroupOptions from_env();
   /// Throws qat::Error naming the field and value unless the options are usable.
   void validate() const;

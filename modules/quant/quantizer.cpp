@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "framework/autograd/grad_mode.h"
-#include "framework/distributed/replica.h"
 #include "framework/autograd/node.h"
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
@@ -102,9 +102,9 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
 // on the device (no host sync in training); per tensor with a moving average, PyTorch's fused
 // op in one launch, else observe (observer.cu), fused per channel. Data-parallel (a replica
 // group is active): observe, with the batch ranges MIN-reduced over the replicas through NCCL
-// between its range and update kernels, so every replica computes the same qparams. A batch holding NaN / inf
-// is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and
-// the observer-off NaN check of the CPU path is not made.
+// between its range and update kernels, so every replica computes the same qparams. A batch holding NaN
+// / inf is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and the
+// observer-off NaN check of the CPU path is not made.
 Tensor FakeQuantize::forward_cuda(const Tensor& x) {
   const std::string who = label_.empty() ? type_name() : type_name() + " '" + label_ + "'";
   require_dtype(x, DType::Float32, who.c_str(), "x");

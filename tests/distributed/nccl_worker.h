@@ -136,9 +136,9 @@ inline int nccl_worker() {
     const Tensor b = Tensor::full(Shape{5, 3}, rank, DType::Float32, Device::CUDA);
     g->broadcast(b, w - 1);
     QAT_WORKER_CHECK(same_values(b, Tensor::full(Shape{5, 3}, w - 1)), "broadcast");
-    const Tensor all = g->all_gather(Tensor::full(Shape{7}, rank, DType::Int64, Device::CUDA)).to(Device::CPU);
-    for (int q = 0; q < w; ++q)
-      QAT_WORKER_CHECK(all.data<std::int64_t>()[q * 7 + 6] == q, "all_gather");
+    const Tensor all =
+        g->all_gather(Tensor::full(Shape{7}, rank, DType::Int64, Device::CUDA)).to(Device::CPU);
+    for (int q = 0; q < w; ++q) QAT_WORKER_CHECK(all.data<std::int64_t>()[q * 7 + 6] == q, "all_gather");
     g->barrier();
 
     // FakeQuantize: this rank's rows of the global batch on CUDA vs the CPU on the whole batch
@@ -159,7 +159,8 @@ inline int nccl_worker() {
         y = dev_fq->forward(global.rows(4 * rank, 4 * rank + 4).clone().to(Device::CUDA));
       }
       QAT_WORKER_CHECK(same_values(dev_fq->scale(), cpu_fq->scale()), "FakeQuantize scale");
-      QAT_WORKER_CHECK(same_values(dev_fq->zero_point(), cpu_fq->zero_point()), "FakeQuantize zero_point");
+      QAT_WORKER_CHECK(same_values(dev_fq->zero_point(), cpu_fq->zero_point()),
+                       "FakeQuantize zero_point");
       QAT_WORKER_CHECK(same_values(y, ref.rows(4 * rank, 4 * rank + 4).clone()), "FakeQuantize output");
     }
 

@@ -41,7 +41,9 @@ std::string error_of(F&& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // 0, 1, ..., n - 1 as dtype d (CPU)
 Tensor ramp(std::int64_t n, DType d) {
@@ -78,13 +80,15 @@ BOOST_AUTO_TEST_CASE(from_env_reads_local_rank_and_names_a_bad_value) {
   ::setenv("RANK", "1", 1), ::setenv("WORLD_SIZE", "2", 1), ::setenv("LOCAL_RANK", "1", 1);
   BOOST_TEST(dist::GroupOptions::from_env().local_rank == 1);
   ::setenv("LOCAL_RANK", "one", 1);
-  BOOST_TEST(contains(error_of([] { dist::GroupOptions::from_env(); }), "LOCAL_RANK='one' is not a whole"));
+  BOOST_TEST(
+      contains(error_of([] { dist::GroupOptions::from_env(); }), "LOCAL_RANK='one' is not a whole"));
   ::unsetenv("LOCAL_RANK");
   BOOST_TEST(dist::GroupOptions::from_env().local_rank == -1);
   ::unsetenv("RANK"), ::unsetenv("WORLD_SIZE");
   dist::GroupOptions o;
   o.world_size = 2, o.nccl_alone = true;
-  BOOST_TEST(contains(error_of([&] { o.validate(); }), "nccl_alone is for a group of one, WORLD_SIZE is 2"));
+  BOOST_TEST(
+      contains(error_of([&] { o.validate(); }), "nccl_alone is for a group of one, WORLD_SIZE is 2"));
 }
 
 // A group of one: CUDA collectives are the identity (no NCCL, no device needed); nccl_alone
@@ -92,9 +96,11 @@ BOOST_AUTO_TEST_CASE(from_env_reads_local_rank_and_names_a_bad_value) {
 BOOST_AUTO_TEST_CASE(a_group_of_one_and_nccl_alone) {
   auto one = dist::init_process_group({});
   BOOST_TEST(!one->syncs());
-  BOOST_TEST(error_of([&] { one->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Sum); }) == "");
-  BOOST_TEST(contains(error_of([&] { one->all_reduce_cuda(nullptr, 4, DType::UInt8, dist::ReduceOp::Sum); }),
-                      "dtype uint8 is not supported"));
+  BOOST_TEST(error_of([&] { one->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Sum); }) ==
+             "");
+  BOOST_TEST(
+      contains(error_of([&] { one->all_reduce_cuda(nullptr, 4, DType::UInt8, dist::ReduceOp::Sum); }),
+               "dtype uint8 is not supported"));
   {
     dist::ReplicaGuard guard(one);
     BOOST_TEST(!dist::replicas_active());
@@ -112,10 +118,12 @@ BOOST_AUTO_TEST_CASE(a_group_of_one_and_nccl_alone) {
   }
   if (cuda::is_available()) return;  // the device suite runs it
   // lazily: the communicator is made at the first CUDA collective, which needs the device
-  const std::string e = error_of([&] { alone->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Max); });
+  const std::string e =
+      error_of([&] { alone->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Max); });
   BOOST_TEST(contains(e, "ProcessGroup (NCCL setup): no usable CUDA device"), e);
-  BOOST_TEST(contains(error_of([&] { alone->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Max); }),
-                      "the NCCL communicator of rank 0 of 1 could not be set up earlier"));
+  BOOST_TEST(contains(
+      error_of([&] { alone->all_reduce_cuda(nullptr, 4, DType::Float32, dist::ReduceOp::Max); }),
+      "the NCCL communicator of rank 0 of 1 could not be set up earlier"));
   std::vector<float> host{1, 2};  // CPU collectives still go to the CPU group
   alone->all_reduce(host.data(), 2, DType::Float32, dist::ReduceOp::Sum);
   BOOST_TEST(host[1] == 2.0f);
@@ -123,12 +131,14 @@ BOOST_AUTO_TEST_CASE(a_group_of_one_and_nccl_alone) {
 
 #ifdef QAT_TEST_NCCL
 BOOST_AUTO_TEST_CASE(nccl_errors_name_the_collective_the_rank_and_the_cause) {
-  const std::string e = dist::detail::nccl_error_text(4 /* ncclInvalidArgument */, "all_reduce (sum, 12 bytes)",
-                                                      "rank 1 of 2", "count 3 of a null buffer");
+  const std::string e =
+      dist::detail::nccl_error_text(4 /* ncclInvalidArgument */, "all_reduce (sum, 12 bytes)",
+                                    "rank 1 of 2", "count 3 of a null buffer");
   // ncclGetErrorString's text, then ncclGetLastError's
-  BOOST_TEST(e.rfind("ProcessGroup: all_reduce (sum, 12 bytes) (NCCL) failed on rank 1 of 2: invalid argument",
-                     0) == 0,
-             e);
+  BOOST_TEST(
+      e.rfind("ProcessGroup: all_reduce (sum, 12 bytes) (NCCL) failed on rank 1 of 2: invalid argument",
+              0) == 0,
+      e);
   BOOST_TEST(e.ends_with(" (count 3 of a null buffer)"), e);
 }
 #endif
@@ -213,21 +223,24 @@ BOOST_AUTO_TEST_CASE(single_rank_collectives_through_nccl) {
         const Tensor host = ramp(n + 2, d);  // guards at 0 and n + 1
         const Tensor t = host.to(Device::CUDA);
         const Tensor inner = t.rows(1, n + 1);
-        for (auto op : {dist::ReduceOp::Sum, dist::ReduceOp::Min, dist::ReduceOp::Max}) g->all_reduce(inner, op);
+        for (auto op : {dist::ReduceOp::Sum, dist::ReduceOp::Min, dist::ReduceOp::Max})
+          g->all_reduce(inner, op);
         g->all_reduce_async(inner, dist::ReduceOp::Sum)->wait();
         BOOST_TEST(qat::test::same_values(t.to(Device::CPU), host));
         g->broadcast(inner, 0);
         const Tensor all = g->all_gather(inner);
         BOOST_TEST((all.shape() == Shape{1, n}));
-        BOOST_TEST(qat::test::same_values(all.to(Device::CPU).view_as_shape(Shape{n}), host.rows(1, n + 1)));
+        BOOST_TEST(
+            qat::test::same_values(all.to(Device::CPU).view_as_shape(Shape{n}), host.rows(1, n + 1)));
       }
     }
   }
   const std::int64_t before = g->stats().nccl_calls;
   g->barrier();
   BOOST_TEST(g->stats().nccl_calls == before + 1);
-  BOOST_TEST(contains(error_of([&] { g->broadcast(Tensor::ones(Shape{3}, DType::Float32, Device::CUDA), 1); }),
-                      "root must be in [0, 1), got 1"));
+  BOOST_TEST(
+      contains(error_of([&] { g->broadcast(Tensor::ones(Shape{3}, DType::Float32, Device::CUDA), 1); }),
+               "root must be in [0, 1), got 1"));
 }
 
 // Under a replica group the CUDA FakeQuantize splits its fused kernel around an NCCL all-reduce;
@@ -235,7 +248,8 @@ BOOST_AUTO_TEST_CASE(single_rank_collectives_through_nccl) {
 BOOST_AUTO_TEST_CASE(the_split_observer_path_matches_the_fused_one) {
   if (!dist::has_nccl()) return;
   auto g = nccl_alone_group();
-  for (const auto& spec : {quant::QuantSpec::activation_affine(8), quant::QuantSpec::weight_per_channel(8, 0)}) {
+  for (const auto& spec :
+       {quant::QuantSpec::activation_affine(8), quant::QuantSpec::weight_per_channel(8, 0)}) {
     const Shape params = spec.granularity == quant::Granularity::PerChannel ? Shape{6} : Shape{1};
     auto make = [&] {
       auto fq = std::make_shared<quant::FakeQuantize>(
@@ -259,7 +273,8 @@ BOOST_AUTO_TEST_CASE(the_split_observer_path_matches_the_fused_one) {
       qat::test::require_bits_equal(fused->scale(), split->scale());
       qat::test::require_bits_equal(fused->observer()->min_val(), split->observer()->min_val());
       qat::test::require_bits_equal(fused->observer()->max_val(), split->observer()->max_val());
-      BOOST_TEST(fused->observer()->nonfinite_batches().item() == split->observer()->nonfinite_batches().item());
+      BOOST_TEST(fused->observer()->nonfinite_batches().item() ==
+                 split->observer()->nonfinite_batches().item());
     }
   }
   BOOST_TEST(g->stats().nccl_calls >= 8);

@@ -336,10 +336,9 @@ class NcclGroup final : public ProcessGroup {
     const void* in = t.cuda_raw_data();
     void* o = out.cuda_raw_data();
     const std::size_t bytes = t.nbytes();
-    finish(comm().enqueue(qat::detail::concat("all_gather (", bytes, " bytes per rank)"),
-                          [&](ncclComm_t c, cudaStream_t st) {
-                            return ncclAllGather(in, o, bytes, ncclUint8, c, st);
-                          }));
+    finish(comm().enqueue(
+        qat::detail::concat("all_gather (", bytes, " bytes per rank)"),
+        [&](ncclComm_t c, cudaStream_t st) { return ncclAllGather(in, o, bytes, ncclUint8, c, st); }));
     return out;
   }
 
@@ -385,9 +384,10 @@ class NcclGroup final : public ProcessGroup {
   std::shared_ptr<Pending> reduce(void* data, std::int64_t n, DType dtype, ReduceOp op,
                                   const char* name = nullptr) {
     const std::string what =
-        name != nullptr ? std::string(name)
-                        : qat::detail::concat("all_reduce (", op_name(op), ", ",
-                                              n * static_cast<std::int64_t>(element_size(dtype)), " bytes)");
+        name != nullptr
+            ? std::string(name)
+            : qat::detail::concat("all_reduce (", op_name(op), ", ",
+                                  n * static_cast<std::int64_t>(element_size(dtype)), " bytes)");
     return comm().enqueue(what, [&](ncclComm_t c, cudaStream_t s) {
       return ncclAllReduce(data, data, static_cast<std::size_t>(n), nccl_type(dtype), nccl_op(op), c, s);
     });

@@ -1,8 +1,8 @@
 // Observers on CUDA (kernels.h observe): per-range min / max, the running-statistics update,
 // qparams and, fused for per-channel ranges, the fake quantization. Data-parallel, the batch's
-// ranges are all-reduced over the replicas on the device between the two (sync_ranges). Deterministic: min / max are
-// exact and order the zeros (-0 below +0), the only atomic is an integer flag. The per-range math
-// is observer_math.h, shared with the host tests.
+// ranges are all-reduced over the replicas on the device between the two (sync_ranges). Deterministic:
+// min / max are exact and order the zeros (-0 below +0), the only atomic is an integer flag. The
+// per-range math is observer_math.h, shared with the host tests.
 #include <algorithm>
 #include <cstdint>
 
@@ -168,18 +168,18 @@ void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a
   if (a.sync_ranges != nullptr) {  // batch ranges -> all-reduce over the replicas -> update
     float* packed = part_max + parts;
     float* global_max = packed + 2 * len + 1;
-    pack_ranges_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(len, splits, part_min, part_max,
-                                                                      any_bad, a.observer_enabled, packed);
+    pack_ranges_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
+        len, splits, part_min, part_max, any_bad, a.observer_enabled, packed);
     QAT_CUDA_CHECK_LAUNCH(fn);
     a.sync_ranges(packed, 2 * len + 1);
-    unpack_ranges_kernel<<<qat::kernels::cuda::grid_for(len + 1), kBlock, 0, s>>>(len, packed, global_max,
-                                                                                    any_bad);
+    unpack_ranges_kernel<<<qat::kernels::cuda::grid_for(len + 1), kBlock, 0, s>>>(len, packed,
+                                                                                  global_max, any_bad);
     QAT_CUDA_CHECK_LAUNCH(fn);
-    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner, m,
-                                                                1, packed, global_max, any_bad, a, r);
-  } else {
     update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner,
-                                                                m, splits, part_min, part_max, any_bad, a, r);
+                                                                m, 1, packed, global_max, any_bad, a, r);
+  } else {
+    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
+        x, fuse ? y : nullptr, mask, len, inner, m, splits, part_min, part_max, any_bad, a, r);
   }
   QAT_CUDA_CHECK_LAUNCH(fn);
   ::qat::cuda::detail::release(scratch, cap);  // stream-ordered pool: safe to reuse at once
