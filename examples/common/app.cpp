@@ -287,8 +287,11 @@ void require_cuda_training(nn::Module& model, const ModelFactory& factory, std::
 
 int run_program(Options o, const ModelFactory& factory) {
   if (o.device == "cuda") {
-    QAT_REQUIRE(!o.distributed, "--device cuda", "--distributed runs on CPU tensors (Gloo) only");
-    QAT_REQUIRE(o.distill.teacher.empty(), "--device cuda", "--distill runs the teacher on the CPU only");
+    QAT_REQUIRE(!o.distributed || distributed::has_nccl(), "--device cuda",
+                "--distributed needs NCCL, and this build has none (rebuild with QAT_NCCL=ON and "
+                "the CUDA toolkit's NCCL)");
+    QAT_REQUIRE(o.distill.teacher.empty(), "--device cuda",
+                "--distill runs the teacher on the CPU only");
   }
   set_num_threads(o.threads);
   manual_seed(o.seed);
@@ -301,6 +304,13 @@ int run_program(Options o, const ModelFactory& factory) {
     QAT_REQUIRE(o.batch % options.world_size == 0, "--batch", "the global batch ", o.batch,
                 " must be a multiple of the world size ", options.world_size);
     QAT_REQUIRE(!o.eval_only, "--eval-only", "evaluates in one process; drop --distributed");
+    // --device cuda: one GPU per rank (LOCAL_RANK, else RANK % the device count), chosen before
+    // any CUDA work: the library's stream, pool and the NCCL communicator live on that device
+    if (o.device == "cuda") {
+      QAT_REQUIRE(cuda::is_available(), "--device cuda",
+                  "no usable CUDA device: ", cuda::unavailable_reason());
+      cuda::set_device(options.cuda_device(cuda::device_count()));
+    }
     group = distributed::init_process_group(options);
   }
   const int world = group ? group->world_size() : 1;

@@ -7,6 +7,8 @@
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/distributed/replica.h"
+#include "framework/kernels/cuda/kernels.h"
+#include "framework/kernels/cuda/runtime.h"
 
 namespace qat::distributed {
 
@@ -42,6 +44,12 @@ DistributedDataParallel::DistributedDataParallel(nn::ModulePtr model, ProcessGro
   // quantizer switches requires_grad on its scale when its warm-up ends (LSQ), the same step on
   // every rank.
   params_ = model_->parameters();
+  // one device for every parameter: a bucket's flat buffer lives there (CUDA: NCCL)
+  for (const Tensor& p : params_)
+    QAT_REQUIRE(p.device() == params_.front().device(), fn,
+                "parameters on two devices: ", params_.front().device(), " and ", p.device(), " (shape ",
+                p.shape(), "); move the whole model with Module::to before wrapping it");
+  const Device device = params_.empty() ? Device::CPU : params_.front().device();
   bucket_of_.assign(params_.size(), -1);
   ready_.assign(params_.size(), 0);
   std::int64_t filled = 0;
@@ -62,11 +70,11 @@ DistributedDataParallel::DistributedDataParallel(nn::ModulePtr model, ProcessGro
   for (Bucket& b : buckets_) {
     std::int64_t n = 0;
     for (int i : b.params) n += params_[i].numel();
-    b.flat = Tensor::empty(Shape{n}, params_[b.params.front()].dtype());
+    b.flat = Tensor::empty(Shape{n}, params_[b.params.front()].dtype(), device);
     b.pending = static_cast<int>(b.params.size());
   }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
-  if (group_->world_size() > 1) autograd::add_grad_ready_observer(this);  // one replica: nothing to sync
+  if (group_->syncs()) autograd::add_grad_ready_observer(this);  // one replica: nothing to sync
 }
 
 DistributedDataParallel::~DistributedDataParallel() { autograd::remove_grad_ready_observer(this); }
@@ -96,7 +104,7 @@ void DistributedDataParallel::broadcast_state() const {
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
-  if (!model_->is_training() || group_->world_size() == 1) return (*model_)(x);
+  if (!model_->is_training() || !group_->syncs()) return (*model_)(x);
   forwarded_ = true;
   ReplicaGuard replicas(group_);
   return (*model_)(x);
@@ -127,6 +135,10 @@ void DistributedDataParallel::launch_ready_buckets(bool blocking) {
 // Copies the bucket's gradients (zeros for a parameter that got none) into its flat buffer and
 // starts their sum over the ranks.
 void DistributedDataParallel::launch(Bucket& b, bool blocking) {
+  if (b.flat.device() == Device::CUDA) {
+    launch_cuda(b);
+    return;
+  }
   auto* dst = static_cast<char*>(b.flat.raw_data());
   for (int i : b.params) {
     const Tensor g = params_[i].grad();
@@ -143,6 +155,28 @@ void DistributedDataParallel::launch(Bucket& b, bool blocking) {
     stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } else
     b.work = group_->all_reduce_async(b.flat, ReduceOp::Sum);
+}
+
+// CUDA: the gradients copied into the flat buffer on the device and summed through NCCL, all
+// queued on the one stream (no host sync; the copies and the sum do not overlap with the rest of
+// the backward pass, which runs on the same stream).
+void DistributedDataParallel::launch_cuda(Bucket& b) {
+  constexpr const char* fn = "DistributedDataParallel";
+  auto* dst = static_cast<char*>(b.flat.cuda_raw_data());
+  for (int i : b.params) {
+    const Tensor g = params_[i].grad();
+    const std::size_t bytes = params_[i].nbytes();
+    if (g.defined()) {
+      QAT_REQUIRE(g.device() == Device::CUDA, fn, "the gradient of a CUDA parameter (shape ",
+                  params_[i].shape(), ") is on ", g.device());
+      cuda::detail::copy(dst, Device::CUDA, g.cuda_raw_data(), Device::CUDA, bytes, fn);
+    } else {
+      const std::uint64_t zero = 0;
+      cuda::detail::fill(dst, &zero, element_size(params_[i].dtype()), params_[i].numel(), fn);
+    }
+    dst += bytes;
+  }
+  group_->all_reduce(b.flat, ReduceOp::Sum);  // NCCL, queued: returns at once
 }
 
 // grad = (sum over ranks) / world_size, written back into every parameter's .grad.
@@ -169,11 +203,19 @@ void DistributedDataParallel::backward_end() {
       }
       Tensor g = p.grad();
       if (!g.defined()) {
-        g = Tensor::empty(p.shape(), p.dtype());
+        g = Tensor::empty(p.shape(), p.dtype(), p.device());
         p.impl().grad = g.impl_ptr();
       }
       const std::int64_t n = p.numel();
-      if (p.dtype() == DType::Float64) {
+      if (b.flat.device() == Device::CUDA) {  // on the device, queued after the all-reduce
+        using kernels::cuda::UnaryOp;
+        if (p.dtype() == DType::Float64)
+          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<double>() + at,
+                               g.cuda_data<double>(), n, inv);
+        else
+          kernels::cuda::unary(UnaryOp::MulScalar, b.flat.cuda_data<float>() + at, g.cuda_data<float>(),
+                               n, static_cast<float>(inv));
+      } else if (p.dtype() == DType::Float64) {
         const double* s = b.flat.data<double>() + at;
         double* d = g.data<double>();
         for (std::int64_t k = 0; k < n; ++k) d[k] = s[k] * inv;

@@ -19,6 +19,12 @@
 // max of maxes, before the moving average), histogram counts, LSQ's initial mean |x|, and batch
 // norm's mean and variance (SyncBatchNorm: statistics of the global batch, also inside the QAT
 // ConvBn layers). A replica so computes what one process would compute on the global batch.
+//
+// On CUDA (a build with NCCL): every parameter on the GPU (one device for all, else the
+// constructor throws), the buckets' flat buffers there too, summed through NCCL and averaged by a
+// kernel, all queued on the library's one CUDA stream, so a step adds no host sync; observers'
+// ranges are reduced on the device too. SyncBatchNorm is not implemented on CUDA yet (batch_norm
+// throws under a replica group).
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -95,6 +101,7 @@ class DistributedDataParallel : private autograd::GradReadyObserver {
   void broadcast_state() const;
   void launch_ready_buckets(bool blocking);
   void launch(Bucket& b, bool blocking);
+  void launch_cuda(Bucket& b);
 
   nn::ModulePtr model_;
   ProcessGroupPtr group_;

@@ -1,5 +1,7 @@
 #pragma once
-// The processes of one data-parallel job and the collectives between them (Gloo over TCP).
+// The processes of one data-parallel job and the collectives between them: Gloo over TCP for
+// CPU tensors and, in a build with NCCL (QAT_NCCL, has_nccl()), NCCL for CUDA tensors in the same
+// group (PyTorch's "cpu:gloo,cuda:nccl"; detail/nccl_group.cpp says what runs where).
 //
 //   auto group = distributed::init_process_group(distributed::GroupOptions::from_env());
 //   group->all_reduce(t);                   // sum over every rank, in place
@@ -48,14 +50,25 @@ struct GroupOptions {
   Lane lane = Lane::Auto;
   /// The largest all-reduce, in bytes, that takes the lane.
   std::int64_t lane_bytes = 1 << 20;  // DistributedDataParallel's default bucket
+  /// This process's index among the ranks on its machine (LOCAL_RANK, or mpirun's
+  /// OMPI_COMM_WORLD_LOCAL_RANK); -1 when unknown. Picks its GPU: cuda_device().
+  int local_rank = -1;
+  /// Tests of the NCCL path on one GPU: a group of one that still creates its NCCL communicator
+  /// and runs CUDA collectives (and module statistics' syncs) through it. Needs has_nccl().
+  bool nccl_alone = false;
 
   /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; under mpirun, which sets
   /// none of these, OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (then MASTER_ADDR defaults to
   /// 127.0.0.1: pass -x MASTER_ADDR=host for several machines). QAT_DIST_TIMEOUT (seconds) and
-  /// GLOO_SOCKET_IFNAME are read too, and QAT_DIST_LANE. Throws qat::Error naming the variable and its value.
+  /// GLOO_SOCKET_IFNAME are read too, and QAT_DIST_LANE. Throws qat::Error naming the variable and its
+  /// value.
   static GroupOptions from_env();
   /// Throws qat::Error naming the field and value unless the options are usable.
   void validate() const;
+  /// The GPU of this rank among `device_count`: local_rank, else rank % device_count (one rank
+  /// per GPU: NCCL refuses two ranks of a communicator on one GPU). Throws qat::Error naming the
+  /// values when there is no device or local_rank >= device_count.
+  int cuda_device(int device_count) const;
 };
 
 /// A collective in flight.
@@ -76,6 +89,7 @@ struct GroupStats {
   std::int64_t all_reduce_calls = 0, all_reduce_bytes = 0;  // bytes of the tensors reduced
   std::int64_t broadcast_bytes = 0, all_gather_bytes = 0, barriers = 0;
   std::int64_t lane_calls = 0;  // all-reduces that took the synchronous lane
+  std::int64_t nccl_calls = 0;  // collectives of CUDA tensors (NCCL), all kinds together
   GroupOptions::Lane lane = GroupOptions::Lane::Off;  // how it runs: Off, Block or Spin
 };
 
@@ -85,8 +99,10 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  /// Reduces `t` over every rank in place (float32, float64, int32 or int64, CPU); returns at
-  /// once, the result is there after wait().
+  /// Reduces `t` over every rank in place (float32, float64, int32 or int64); returns at once,
+  /// the result is there after wait(). A CUDA tensor goes through NCCL on the library's CUDA
+  /// stream: every op queued after the call (any later CUDA op) already sees the result, and
+  /// wait() also blocks the host until it is there (nothing to wait for to use it on the GPU).
   virtual std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) = 0;
   /// The same on raw memory, which must stay valid until the work is done.
   virtual std::shared_ptr<Work> all_reduce_async(void* data, std::int64_t n, DType dtype,
@@ -95,7 +111,15 @@ class ProcessGroup {
   /// hand-over to the communication thread: what module statistics use in the forward pass).
   virtual void all_reduce(void* data, std::int64_t n, DType dtype, ReduceOp op) = 0;
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
-  /// Rank `root`'s `t` into every rank's `t` (same shape and dtype everywhere).
+  /// The all-reduce of CUDA memory (NCCL): queued on the library's CUDA stream after the ops
+  /// before it, returns without waiting for it (no host sync). What module statistics use on
+  /// CUDA. Throws qat::Error without NCCL in the build (has_nccl()).
+  virtual void all_reduce_cuda(void* data, std::int64_t n, DType dtype, ReduceOp op);
+  /// Whether the collectives run at all: world_size > 1, or a group of one with
+  /// GroupOptions::nccl_alone (tests). Module statistics and DDP sync only then.
+  virtual bool syncs() const { return world_size() > 1; }
+  /// Rank `root`'s `t` into every rank's `t` (same shape and dtype everywhere). This and
+  /// all_gather block the host until done, for CUDA tensors too.
   virtual void broadcast(const Tensor& t, int root) = 0;
   /// Every rank's `t` (same shape and dtype everywhere), stacked: (world_size, t.shape...).
   virtual Tensor all_gather(const Tensor& t) = 0;
@@ -120,5 +144,8 @@ ProcessGroupPtr init_process_group(const GroupOptions& options);
 
 /// Whether this build has the Gloo backend (QAT_DISTRIBUTED); without it only world_size 1 works.
 bool has_gloo();
+/// Whether this build has NCCL for CUDA tensors (QAT_NCCL; installed package: qat_HAS_NCCL).
+/// Without it a CUDA tensor in a collective of more than one rank throws saying so.
+bool has_nccl();
 
 }  // namespace qat::distributed

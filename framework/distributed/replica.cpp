@@ -16,6 +16,21 @@ ReplicaGuard::ReplicaGuard(ProcessGroupPtr group) : prev_(std::move(g_replica_gr
 
 ReplicaGuard::~ReplicaGuard() { g_replica_group = std::move(prev_); }
 
+bool replicas_active() { return g_replica_group && g_replica_group->syncs(); }
+
+void sync_device(float* values, std::int64_t n, ReduceOp op) {
+  if (replicas_active() && n > 0) g_replica_group->all_reduce_cuda(values, n, DType::Float32, op);
+}
+
+void sync_device(double* values, std::int64_t n, ReduceOp op) {
+  if (replicas_active() && n > 0) g_replica_group->all_reduce_cuda(values, n, DType::Float64, op);
+}
+
+void sync_min_max_device(float* dmin, float* dmax, std::int64_t n) {
+  sync_device(dmin, n, ReduceOp::Min);
+  sync_device(dmax, n, ReduceOp::Max);
+}
+
 // One MIN all-reduce over [min..., -max...]: max(a, b) = -min(-a, -b), and negation is exact.
 void sync_min_max(float* min, float* max, std::int64_t n) {
   const ProcessGroupPtr& g = g_replica_group;

@@ -37,10 +37,23 @@ class SameOnEveryReplica {
   ReplicaGuard guard_;
 };
 
+/// Whether statistics gathered now are combined over replicas: a replica group is set and it
+/// syncs (ProcessGroup::syncs: more than one rank, or a group of one forced through NCCL).
+bool replicas_active();
+
 /// min[i] = min over replicas, max[i] = max over replicas (one collective).
 void sync_min_max(float* min, float* max, std::int64_t n);
 /// values[i] = sum over replicas, in place.
 void sync_sum(float* values, std::int64_t n);
 void sync_sum(double* values, std::int64_t n);
+
+/// The device variants: pointers to CUDA memory, reduced on the device through NCCL, queued on
+/// the library's CUDA stream after the kernels that produced them (no host round trip, no host
+/// sync). No-ops unless replicas_active(); without NCCL in the build they throw saying so.
+/// values[i] = min (or max, sum) over replicas, in place.
+void sync_device(float* values, std::int64_t n, ReduceOp op);
+void sync_device(double* values, std::int64_t n, ReduceOp op);
+/// dmin[i] = min over replicas, dmax[i] = max over replicas (two collectives).
+void sync_min_max_device(float* dmin, float* dmax, std::int64_t n);
 
 }  // namespace qat::distributed

@@ -15,6 +15,10 @@ int device_count();
 inline bool is_available() { return device_count() > 0; }
 /// Why no device can be used ("" when one can): the build, or the CUDA error string.
 std::string unavailable_reason();
+/// Makes device `index` the one this process runs its CUDA work on (cudaSetDevice). Call it
+/// before the first CUDA op: the one stream and the caching pool belong to one device, so after
+/// that only the same index is accepted. Throws qat::Error naming the index and the device count.
+void set_device(int index);
 /// Waits until every op queued on the current stream has finished (throws on a kernel fault).
 void synchronize();
 

@@ -13,6 +13,9 @@ constexpr const char* kWhy =
 bool is_built() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return kWhy; }
+void set_device(int index) {
+  throw Error(qat::detail::concat("cuda::set_device: no device ", index, ": ", kWhy));
+}
 void synchronize() {}
 AllocatorStats allocator_stats() { return {}; }
 void empty_cache() {}

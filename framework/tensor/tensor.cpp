@@ -107,6 +107,12 @@ void* Tensor::raw_data() const {
   return first_byte(s);
 }
 
+void* Tensor::cuda_raw_data() const {
+  const TensorImpl& s = impl();
+  if (s.storage->device() != Device::CUDA) throw_wrong_device(s, "Tensor::cuda_raw_data", Device::CUDA);
+  return first_byte(s);
+}
+
 template <class T>
 T* Tensor::cuda_data() const {
   const TensorImpl& s = impl();

@@ -87,6 +87,8 @@ class Tensor {
   /// T does not match dtype() or the tensor is not on CUDA.
   template <class T>
   T* cuda_data() const;
+  /// Untyped device pointer to the first element of a CUDA tensor (collectives move bytes).
+  void* cuda_raw_data() const;
   /// The elements, copied to the host from any device.
   template <class T>
   std::vector<T> to_vector() const;

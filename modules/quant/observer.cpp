@@ -15,6 +15,10 @@
 
 namespace qat::quant {
 
+void detail::sync_ranges_min(float* packed, std::int64_t n) {
+  distributed::sync_device(packed, n, distributed::ReduceOp::Min);
+}
+
 namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -80,12 +84,13 @@ Tensor Observer::forward(const Tensor& x) {
                 "per-block statistics: not implemented on CUDA yet");
     prepare_statistics(x);
     common_device(who().c_str(), {{"x", &x}, {"min_val", &min_val_}, {"max_val", &max_val_}});
-    // (data-parallel replicas are not reduced on CUDA: distributed::sync_min_max is host-side)
     const detail::Layout l = detail::Layout::of(spec_, x.shape());
     kernels::cuda::ObserveArgs a{};
     a.min_val = min_val_.cuda_data<float>(), a.max_val = max_val_.cuda_data<float>();
     a.nonfinite_batches = nonfinite_batches_.cuda_data<std::int32_t>();
     a.observer_enabled = nullptr, a.averaging_constant = c;
+    // data-parallel: the global batch's range, reduced on the device (no host round trip)
+    if (distributed::replicas_active()) a.sync_ranges = &detail::sync_ranges_min;
     kernels::cuda::observe(x.cuda_data<float>(), l.outer, l.len, l.inner, a, nullptr, nullptr);
     return x;
   }

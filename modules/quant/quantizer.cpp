@@ -5,6 +5,7 @@
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/node.h"
+#include "framework/distributed/replica.h"
 #include "framework/nn/state_check.h"
 #include "framework/optim/divergence.h"
 #include "framework/tensor/finite.h"
@@ -100,9 +101,11 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
 
 // On CUDA: observer step, qparams and fake quantization in device kernels, the switches read
 // on the device (no host sync in training); per tensor with a moving average, PyTorch's fused
-// op in one launch, else observe (observer.cu), fused per channel. A batch holding NaN / inf
-// is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and
-// the observer-off NaN check of the CPU path is not made.
+// op in one launch, else observe (observer.cu), fused per channel. Data-parallel (a replica
+// group is active): observe, with the batch ranges MIN-reduced over the replicas through NCCL
+// between its range and update kernels, so every replica computes the same qparams. A batch holding NaN
+// / inf is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and the
+// observer-off NaN check of the CPU path is not made.
 Tensor FakeQuantize::forward_cuda(const Tensor& x) {
   const std::string who = label_.empty() ? type_name() : type_name() + " '" + label_ + "'";
   require_dtype(x, DType::Float32, who.c_str(), "x");
@@ -136,7 +139,10 @@ Tensor FakeQuantize::forward_cuda(const Tensor& x) {
   const std::uint8_t* obs_flag = calib ? nullptr : observer_enabled_.cuda_data<std::uint8_t>();
   const auto sym_zp = static_cast<std::int32_t>(spec_.symmetric ? spec_.symmetric_zero_point() : 0);
   std::int32_t* counter = observer_->nonfinite_batches().cuda_data<std::int32_t>();
-  if (spec_.granularity == Granularity::PerTensor && c > 0) {
+  // data-parallel: the batch's range is all-reduced over the replicas on the device between the
+  // range and the update, so the fused single-launch path is split (observer.cu sync_ranges)
+  const bool sync = observe && distributed::replicas_active();
+  if (spec_.granularity == Granularity::PerTensor && c > 0 && !sync) {
     kernels::cuda::FusedObserverArgs a{mn.cuda_data<float>(),
                                        mx.cuda_data<float>(),
                                        scale_.cuda_data<float>(),
@@ -162,6 +168,7 @@ Tensor FakeQuantize::forward_cuda(const Tensor& x) {
     a.qmin = spec_.quant_min(), a.qmax = spec_.quant_max();
     a.symmetric = spec_.symmetric, a.symmetric_zero_point = sym_zp;
     a.fake_quant_enabled = fake_quant_enabled_.cuda_data<std::uint8_t>();
+    if (sync) a.sync_ranges = &detail::sync_ranges_min;
     if (!observe) {  // only the fake quantization (its switch read on the device)
       kernels::cuda::FqParams p;
       p.scale = a.scale, p.zero_point = a.zero_point, p.len = l.len, p.inner = l.inner;

@@ -4,19 +4,25 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <sstream>
 #include <string>
 
+#include "framework/distributed/process_group.h"
 #include "framework/io/io.h"
+#include "framework/tensor/cuda.h"
 #include "framework/tensor/random.h"
 
 namespace io = qat::io;
+namespace distributed = qat::distributed;
+namespace cuda = qat::cuda;
 using qat::Tensor;
 
 namespace fs = std::filesystem;
@@ -273,7 +279,6 @@ BOOST_AUTO_TEST_CASE(option_bounds_are_readable) {
       {"--weight-decay inf", "--weight-decay: 'inf' is not a finite number"},
       {"--batch 1.5", "--batch: '1.5' is not a whole number"},
       // checked before any device, data or process group is touched
-      {"--device cuda --distributed", "--device cuda: --distributed runs on CPU tensors (Gloo) only"},
       {"--device cuda --distill t.ckpt", "--device cuda: --distill runs the teacher on the CPU only"},
   };
   for (const auto& [args, want] : cases) {
@@ -282,6 +287,25 @@ BOOST_AUTO_TEST_CASE(option_bounds_are_readable) {
     BOOST_TEST(r.err.find(want) != std::string::npos, args << ": " << r.err);
     BOOST_TEST(r.err.size() < 200u, args << ": " << r.err);  // no 309-digit DBL_MAX
   }
+}
+
+// --device cuda --distributed: NCCL in the build and a GPU, checked before the group is joined
+BOOST_AUTO_TEST_CASE(cuda_distributed_needs_nccl_and_a_device) {
+  const std::string mlp = std::string(QAT_MLP_QAT) + data + " --train-limit 64 ";
+  std::string want;
+  if (!distributed::has_nccl())
+    want = "--device cuda: --distributed needs NCCL, and this build has none";
+  else if (!cuda::is_available())
+    want = "--device cuda: no usable CUDA device: ";
+  else {
+    std::cout << "skipped: a CUDA device is there, so --device cuda --distributed trains "
+                 "(test_nccl runs it)\n";
+    return;
+  }
+  const Result r = run(mlp + "--device cuda --distributed");
+  BOOST_TEST(r.status == 2);
+  BOOST_TEST(r.err.find(want) != std::string::npos, r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') <= 1, r.err);  // one line
 }
 
 BOOST_AUTO_TEST_CASE(bad_paths_and_checkpoints_fail_before_training) {

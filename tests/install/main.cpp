@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "framework/autograd/ops.h"
+#include "framework/distributed/process_group.h"
 #include "framework/nn/nn.h"
 #include "framework/tensor/cuda.h"
 #include "modules/quant/quant.h"
@@ -18,6 +19,10 @@ int main() {
   std::cout << "cuda built " << cuda::is_built() << ", devices " << cuda::device_count() << "\n";
 #ifdef CONSUMER_HAS_CUDA  // the package's qat_HAS_CUDA agrees with the library
   if (cuda::is_built() != static_cast<bool>(CONSUMER_HAS_CUDA)) return 1;
+#endif
+  std::cout << "nccl built " << distributed::has_nccl() << "\n";
+#ifdef CONSUMER_HAS_NCCL  // and qat_HAS_NCCL
+  if (distributed::has_nccl() != static_cast<bool>(CONSUMER_HAS_NCCL)) return 1;
 #endif
 #ifdef CONSUMER_ONNX
   m->train();

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -102,7 +102,8 @@ class SyncLane {
   template <class T>
   std::unique_ptr<gloo::Algorithm> make(Ring& ring, std::int64_t n, ReduceOp op) {
     std::vector<T*> ptrs{reinterpret_cast<T*>(ring.staging.data())};
-    return std::make_unique<gloo::AllreduceRing<T>>(context_, ptrs, static_cast<int>(n), function<T>(op));
+    return std::make_unique<gloo::AllreduceRing<T>>(context_, ptrs, static_cast<int>(n),
+                                                    function<T>(op));
   }
 
   Ring& ring_for(std::int64_t n, DType dtype, ReduceOp op) {
@@ -139,6 +140,8 @@ class GlooGroup final : public ProcessGroup {
 
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
+  // the rendezvous, idle after the join: the NCCL backend shares its unique id through it
+  gloo::rendezvous::Store* store() const { return client_.get(); }
 
   std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     require_collective_tensor(t, "ProcessGroup::all_reduce", true);
@@ -225,7 +228,9 @@ class GlooGroup final : public ProcessGroup {
   GroupStats stats() const override {
     std::lock_guard lock(m_);
     GroupStats s = stats_;
-    s.lane = !lane_ ? GroupOptions::Lane::Off : spin_ ? GroupOptions::Lane::Spin : GroupOptions::Lane::Block;
+    s.lane = !lane_  ? GroupOptions::Lane::Off
+             : spin_ ? GroupOptions::Lane::Spin
+                     : GroupOptions::Lane::Block;
     return s;
   }
 
@@ -476,7 +481,7 @@ class GlooGroup final : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   std::uint32_t tag_ = 0;
   std::unique_ptr<SyncLane> lane_;  // null with GroupOptions::Lane::Off
-  bool spin_ = false;                // the lane polls its sockets
+  bool spin_ = false;               // the lane polls its sockets
   std::mutex lane_m_;
   std::mutex broken_m_;
   std::string broken_;  // the first error
@@ -492,8 +497,10 @@ class GlooGroup final : public ProcessGroup {
 
 }  // namespace
 
-ProcessGroupPtr make_gloo_group(const GroupOptions& options) {
-  return std::make_shared<GlooGroup>(options);
+ProcessGroupPtr make_gloo_group(const GroupOptions& options, gloo::rendezvous::Store** store) {
+  auto group = std::make_shared<GlooGroup>(options);
+  if (store != nullptr) *store = group->store();
+  return group;
 }
 
 }  // namespace qat::distributed::detail

@@ -263,4 +263,12 @@ void RendezvousClient::wait(const std::vector<std::string>& keys,
   for (const std::string& key : keys) get(key, timeout);
 }
 
+std::vector<char> share_from_rank0(gloo::rendezvous::Store& store, int rank, const std::string& key,
+                                   const std::function<std::vector<char>()>& make) {
+  if (rank != 0) return store.get(key);
+  std::vector<char> value = make();
+  store.set(key, value);
+  return value;
+}
+
 }  // namespace qat::distributed::detail

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,5 +52,10 @@ class RendezvousClient : public gloo::rendezvous::Store {
   std::string where_;  // "host:port"
   std::chrono::milliseconds timeout_;
 };
+
+/// Rank 0's `make()` on every rank: rank 0 calls it and sets `key`, the others get the key
+/// (waiting up to the store's timeout). How the NCCL unique id reaches every rank.
+std::vector<char> share_from_rank0(gloo::rendezvous::Store& store, int rank, const std::string& key,
+                                   const std::function<std::vector<char>()>& make);
 
 }  // namespace qat::distributed::detail

@@ -5,6 +5,7 @@
 // are still queued can be handed out again at once: its next user is queued behind them.
 #include "framework/kernels/cuda/runtime.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -67,11 +68,16 @@ void require_device(const char* fn) {
                                   " (", cudaGetErrorName(p.err), ")"));
 }
 
+namespace {
+std::atomic<int> g_stream_device{-1};  // the device the stream was created on
+}
+
 cudaStream_t stream(const char* fn) {
   static cudaStream_t s = [fn] {
     require_device(fn);
     cudaStream_t created = nullptr;
     QAT_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking), fn);
+    g_stream_device = current_device();
     return created;
   }();
   return s;
@@ -135,6 +141,18 @@ std::string unavailable_reason() {
   const detail::Probe& p = detail::probe();
   if (p.count > 0) return "";
   return qat::detail::concat(cudaGetErrorString(p.err), " (", cudaGetErrorName(p.err), ")");
+}
+
+void set_device(int index) {
+  constexpr const char* fn = "cuda::set_device";
+  const int count = device_count();
+  QAT_REQUIRE(index >= 0 && index < count, fn, "device ", index, " does not exist (", count,
+              " CUDA devices", count == 0 ? ": " + unavailable_reason() : std::string(), ")");
+  const int bound = detail::g_stream_device.load();
+  QAT_REQUIRE(bound < 0 || bound == index, fn, "device ", index,
+              " requested after CUDA work started on device ", bound,
+              " (call set_device before the first CUDA op)");
+  QAT_CUDA_CHECK(cudaSetDevice(index), fn);
 }
 
 void synchronize() {

@@ -66,4 +66,8 @@ struct Layout {
   }
 };
 
+/// kernels::cuda::ObserveArgs::sync_ranges for data-parallel training: MIN all-reduce of the
+/// packed device ranges over the replica group (distributed::sync_device; observer.cpp).
+void sync_ranges_min(float* packed, std::int64_t n);
+
 }  // namespace qat::quant::detail

@@ -69,6 +69,10 @@ struct ObserveArgs {
   bool symmetric = false;
   std::int32_t symmetric_zero_point = 0;
   const std::uint8_t* fake_quant_enabled = nullptr;  ///< [1] or null (on)
+  /// Data-parallel (distributed::replicas_active()): the batch's ranges are combined over the
+  /// replicas before the update. Called with device memory [min (len), -max (len), -bad (1)],
+  /// which it MIN-reduces in place over the replicas, queued on the stream (no host sync).
+  void (*sync_ranges)(float* packed, std::int64_t n) = nullptr;
 };
 void observe(const float* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
              const ObserveArgs& args, float* y, std::uint8_t* mask);

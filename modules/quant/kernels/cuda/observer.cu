@@ -1,7 +1,8 @@
 // Observers on CUDA (kernels.h observe): per-range min / max, the running-statistics update,
-// qparams and, fused for per-channel ranges, the fake quantization. Deterministic: min / max are
-// exact and order the zeros (-0 below +0), the only atomic is an integer flag. The per-range math
-// is observer_math.h, shared with the host tests.
+// qparams and, fused for per-channel ranges, the fake quantization. Data-parallel, the batch's
+// ranges are all-reduced over the replicas on the device between the two (sync_ranges). Deterministic:
+// min / max are exact and order the zeros (-0 below +0), the only atomic is an integer flag. The
+// per-range math is observer_math.h, shared with the host tests.
 #include <algorithm>
 #include <cstdint>
 
@@ -107,6 +108,37 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 
   }
 }
 
+// Data-parallel split of update_kernel's fold: block c folds range c's partials into
+// packed[c] = min, packed[len + c] = -max, and block 0 writes packed[2 len] = -bad, so that one
+// MIN all-reduce over the replicas gives the global batch's min, max and "any rank saw NaN / inf".
+__global__ void pack_ranges_kernel(i64 len, i64 splits, const float* part_min, const float* part_max,
+                                   const int* any_bad, const std::uint8_t* observer_enabled,
+                                   float* packed) {
+  if (!flag_on(observer_enabled)) return;
+  const i64 c = blockIdx.x;
+  float lo = INFINITY, hi = -INFINITY;
+  int bad = 0;
+  for (i64 k = threadIdx.x; k < splits; k += blockDim.x) {
+    lo = obs::min_z(part_min[c * splits + k], lo);
+    hi = obs::max_z(part_max[c * splits + k], hi);
+  }
+  block_min_max(lo, hi, bad);
+  if (threadIdx.x == 0) {
+    packed[c] = lo, packed[len + c] = -hi;
+    if (c == 0) packed[2 * len] = *any_bad ? -1.0f : 0.0f;
+  }
+}
+
+// After the all-reduce: max[c] = -packed[len + c] (negation is exact), *any_bad from packed[2 len].
+__global__ void unpack_ranges_kernel(i64 len, const float* packed, float* max, int* any_bad) {
+  for (i64 c = qat::kernels::cuda::global_index(); c <= len; c += qat::kernels::cuda::global_stride()) {
+    if (c < len)
+      max[c] = -packed[len + c];
+    else
+      *any_bad = packed[2 * len] < 0.0f ? 1 : 0;
+  }
+}
+
 }  // namespace
 
 void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a, float* y,
@@ -117,12 +149,14 @@ void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a
   // slices of at least 4096 elements, at most 8192 blocks in all
   const i64 splits = std::max<i64>(1, std::min<i64>((m + 4095) / 4096, 8192 / len));
   const i64 parts = len * splits;
+  // data-parallel: packed [2 len + 1] for the all-reduce and the global maxima [len] besides
+  const i64 sync_floats = a.sync_ranges != nullptr ? 3 * len + 1 : 0;
   std::size_t cap = 0;
   void* scratch = ::qat::cuda::detail::allocate(
-      static_cast<std::size_t>(parts) * 2 * sizeof(float) + sizeof(int), &cap, fn);
+      static_cast<std::size_t>(parts * 2 + sync_floats) * sizeof(float) + sizeof(int), &cap, fn);
   float* part_min = static_cast<float*>(scratch);
   float* part_max = part_min + parts;
-  int* any_bad = reinterpret_cast<int*>(part_max + parts);
+  int* any_bad = reinterpret_cast<int*>(part_max + parts + sync_floats);
   cudaStream_t s = stream(fn);
   QAT_CUDA_CHECK(cudaMemsetAsync(any_bad, 0, sizeof(int), s), fn);
   partial_min_max_kernel<<<static_cast<unsigned>(parts), kBlock, 0, s>>>(
@@ -131,8 +165,22 @@ void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a
   const obs::QRange r{a.qmin, a.qmax, a.symmetric, a.symmetric_zero_point};
   // few long ranges (per tensor): the fake quantization as its own grid-wide kernel
   const bool fuse = y != nullptr && a.scale != nullptr && (len >= 16 || m <= 16 * kBlock);
-  update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner, m,
-                                                              splits, part_min, part_max, any_bad, a, r);
+  if (a.sync_ranges != nullptr) {  // batch ranges -> all-reduce over the replicas -> update
+    float* packed = part_max + parts;
+    float* global_max = packed + 2 * len + 1;
+    pack_ranges_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
+        len, splits, part_min, part_max, any_bad, a.observer_enabled, packed);
+    QAT_CUDA_CHECK_LAUNCH(fn);
+    a.sync_ranges(packed, 2 * len + 1);
+    unpack_ranges_kernel<<<qat::kernels::cuda::grid_for(len + 1), kBlock, 0, s>>>(len, packed,
+                                                                                  global_max, any_bad);
+    QAT_CUDA_CHECK_LAUNCH(fn);
+    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner,
+                                                                m, 1, packed, global_max, any_bad, a, r);
+  } else {
+    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
+        x, fuse ? y : nullptr, mask, len, inner, m, splits, part_min, part_max, any_bad, a, r);
+  }
   QAT_CUDA_CHECK_LAUNCH(fn);
   ::qat::cuda::detail::release(scratch, cap);  // stream-ordered pool: safe to reuse at once
   if (y != nullptr && a.scale != nullptr && !fuse) {
