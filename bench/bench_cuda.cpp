@@ -62,13 +62,15 @@ void conv_rows() {
   std::printf("\n%-52s %10s %10s %9s\n", "conv2d 3x3 32->64 28x28 N=64 fp32 fwd+bwd", "time", "TFLOP/s",
               "vs im2col");
   const double gemm_s = time_path(cuda::ConvPath::Im2colGemm);
-  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "im2col + cuBLAS", gemm_s * 1e3, flops / gemm_s / 1e12, 1.0);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "im2col + cuBLAS", gemm_s * 1e3, flops / gemm_s / 1e12,
+              1.0);
   if (!cuda::has_cudnn()) {
     std::printf("%-52s (this build has no cuDNN)\n", "cuDNN");
     return;
   }
   const double dnn_s = time_path(cuda::ConvPath::Cudnn);
-  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "cuDNN", dnn_s * 1e3, flops / dnn_s / 1e12, gemm_s / dnn_s);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "cuDNN", dnn_s * 1e3, flops / dnn_s / 1e12,
+              gemm_s / dnn_s);
   const kernels::cuda::CudnnConv c{{C, H, W, k, k, 1, 1, 1, 1, 1, 1, H, W}, N, O, 1};
   std::printf("cuDNN algorithms: %s\n", kernels::cuda::cudnn_conv_algorithms(c, false).c_str());
 }

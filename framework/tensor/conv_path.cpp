@@ -40,8 +40,9 @@ ConvPath conv_path_from_env(const char* value, bool cudnn_built, std::string* wa
   if (v == "0") return ConvPath::Im2colGemm;
   if (v == "1") {
     if (!cudnn_built)
-      *warning = "QAT_CUDNN=1 but this build has no cuDNN (CMake QAT_CUDNN); conv2d on CUDA runs "
-                 "im2col + cuBLAS";
+      *warning =
+          "QAT_CUDNN=1 but this build has no cuDNN (CMake QAT_CUDNN); conv2d on CUDA runs "
+          "im2col + cuBLAS";
     return best;
   }
   *warning = qat::detail::concat("ignoring QAT_CUDNN=", v, " (expected 0 or 1); conv2d on CUDA runs ",

@@ -33,12 +33,12 @@ struct Case {
 
 const std::vector<Case> kCases = {
     {Shape{3, 5, 11, 11}, Shape{7, 5, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 1}},
-    {Shape{3, 5, 13, 13}, Shape{6, 5, 5, 5}, true, {{2, 2}, {2, 2}, {1, 1}, 1}},     // 5x5, stride 2
-    {Shape{3, 5, 13, 11}, Shape{4, 5, 3, 3}, false, {{1, 1}, {2, 2}, {2, 2}, 1}},    // dilation 2
-    {Shape{3, 5, 11, 13}, Shape{9, 5, 1, 1}, true, {{2, 2}, {0, 0}, {1, 1}, 1}},     // 1x1, stride 2
-    {Shape{3, 5, 13, 13}, Shape{5, 1, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 5}},     // depthwise
-    {Shape{3, 5, 11, 11}, Shape{10, 1, 5, 5}, true, {{2, 2}, {2, 2}, {2, 1}, 5}},    // depthwise x2
-    {Shape{3, 6, 11, 13}, Shape{9, 2, 3, 3}, true, {{2, 1}, {1, 2}, {1, 2}, 3}},     // groups 3
+    {Shape{3, 5, 13, 13}, Shape{6, 5, 5, 5}, true, {{2, 2}, {2, 2}, {1, 1}, 1}},   // 5x5, stride 2
+    {Shape{3, 5, 13, 11}, Shape{4, 5, 3, 3}, false, {{1, 1}, {2, 2}, {2, 2}, 1}},  // dilation 2
+    {Shape{3, 5, 11, 13}, Shape{9, 5, 1, 1}, true, {{2, 2}, {0, 0}, {1, 1}, 1}},   // 1x1, stride 2
+    {Shape{3, 5, 13, 13}, Shape{5, 1, 3, 3}, true, {{1, 1}, {1, 1}, {1, 1}, 5}},   // depthwise
+    {Shape{3, 5, 11, 11}, Shape{10, 1, 5, 5}, true, {{2, 2}, {2, 2}, {2, 1}, 5}},  // depthwise x2
+    {Shape{3, 6, 11, 13}, Shape{9, 2, 3, 3}, true, {{2, 1}, {1, 2}, {1, 2}, 3}},   // groups 3
 };
 
 std::vector<double> values(const Tensor& t) {
@@ -122,7 +122,8 @@ BOOST_AUTO_TEST_CASE(path_follows_environment_and_switch) {
     BOOST_TEST((cuda::conv_path() == ConvPath::Cudnn));
   } else {
     BOOST_CHECK_EXCEPTION(cuda::set_conv_path(ConvPath::Cudnn), Error, [](const Error& e) {
-      return std::string(e.what()).find("cuda::set_conv_path: path cudnn, but this build has no cuDNN") == 0;
+      return std::string(e.what()).find(
+                 "cuda::set_conv_path: path cudnn, but this build has no cuDNN") == 0;
     });
     BOOST_TEST((cuda::conv_path() == ConvPath::Im2colGemm));
   }
@@ -133,7 +134,7 @@ BOOST_AUTO_TEST_CASE(path_follows_environment_and_switch) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(cudnn_conv, *boost::unit_test::precondition(has_cuda_device) *
-                                       boost::unit_test::precondition(has_cudnn_built))
+                                      boost::unit_test::precondition(has_cudnn_built))
 
 BOOST_AUTO_TEST_CASE(cudnn_against_cpu_and_im2col) {
   for (DType dt : {DType::Float32, DType::Float64}) {

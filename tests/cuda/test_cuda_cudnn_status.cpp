@@ -28,7 +28,8 @@ BOOST_AUTO_TEST_CASE(cudnn_status_text) {
                            cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM);
   BOOST_TEST(m.rfind(want, 0) == 0, m);
   BOOST_TEST(m.find("(cudnn_conv.cpp:42)") != std::string::npos, m);
-  BOOST_TEST(std::string(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM)).find("BAD_PARAM") != std::string::npos);
+  BOOST_TEST(std::string(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM)).find("BAD_PARAM") !=
+             std::string::npos);
 }
 
 // A descriptor with a negative size: cuDNN itself refuses it, on the host.
@@ -36,7 +37,8 @@ BOOST_AUTO_TEST_CASE(cudnn_refused_call) {
   cudnnTensorDescriptor_t d = nullptr;
   const cudnnStatus_t created = cudnnCreateTensorDescriptor(&d);
   BOOST_REQUIRE_MESSAGE(created == CUDNN_STATUS_SUCCESS, cudnnGetErrorString(created));
-  const cudnnStatus_t s = cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, -1, 5, 11, 11);
+  const cudnnStatus_t s =
+      cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, -1, 5, 11, 11);
   cudnnDestroyTensorDescriptor(d);
   BOOST_REQUIRE(s != CUDNN_STATUS_SUCCESS);
   const std::string m = message_of(s, "cudnnSetTensor4dDescriptor(x, ...)");

@@ -299,25 +299,26 @@ Tensor conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     if (bias.defined()) kc::channel_fill(bias.cuda_data<T>(), py, g.N, g.O, g.P());
     kc::cudnn_conv_forward(x.cuda_data<T>(), weight.cuda_data<T>(), T(bias.defined() ? 1 : 0), py, c);
   });
-  autograd::record(out, "conv2d", {x, weight, bias}, [g, c](const Tensor& gout, const Inputs& in, Grads& gi) {
-    const Tensor &X = in[0], &Wt = in[1], &B = in[2];
-    common_device("conv2d_backward", {{"grad", &gout}, {"x", &X}, {"weight", &Wt}});
-    detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
-      const T* pg = gout.cuda_data<T>();
-      if (B.defined() && B.requires_grad()) {
-        gi[2] = Tensor::empty(B.shape(), B.dtype(), Device::CUDA);
-        kc_sum_channels(pg, gi[2].cuda_data<T>(), g.N, g.O, g.P());
-      }
-      if (Wt.requires_grad()) {
-        gi[1] = Tensor::empty(Wt.shape(), Wt.dtype(), Device::CUDA);
-        kc::cudnn_conv_backward_filter(X.cuda_data<T>(), pg, gi[1].cuda_data<T>(), c);
-      }
-      if (X.requires_grad()) {
-        gi[0] = Tensor::empty(X.shape(), X.dtype(), Device::CUDA);
-        kc::cudnn_conv_backward_data(Wt.cuda_data<T>(), pg, gi[0].cuda_data<T>(), c);
-      }
-    });
-  });
+  autograd::record(out, "conv2d", {x, weight, bias},
+                   [g, c](const Tensor& gout, const Inputs& in, Grads& gi) {
+                     const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+                     common_device("conv2d_backward", {{"grad", &gout}, {"x", &X}, {"weight", &Wt}});
+                     detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
+                       const T* pg = gout.cuda_data<T>();
+                       if (B.defined() && B.requires_grad()) {
+                         gi[2] = Tensor::empty(B.shape(), B.dtype(), Device::CUDA);
+                         kc_sum_channels(pg, gi[2].cuda_data<T>(), g.N, g.O, g.P());
+                       }
+                       if (Wt.requires_grad()) {
+                         gi[1] = Tensor::empty(Wt.shape(), Wt.dtype(), Device::CUDA);
+                         kc::cudnn_conv_backward_filter(X.cuda_data<T>(), pg, gi[1].cuda_data<T>(), c);
+                       }
+                       if (X.requires_grad()) {
+                         gi[0] = Tensor::empty(X.shape(), X.dtype(), Device::CUDA);
+                         kc::cudnn_conv_backward_data(Wt.cuda_data<T>(), pg, gi[0].cuda_data<T>(), c);
+                       }
+                     });
+                   });
   return out;
 }
 
@@ -333,8 +334,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   const Device dev = common_device("conv2d", {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   const ConvGeom g = conv_geom(x, weight, bias, p);
   if (dev == Device::CUDA)
-    return cuda::conv_path() == cuda::ConvPath::Cudnn && cudnn_fits(g) ? conv2d_cudnn(x, weight, bias, g)
-                                                                       : conv2d_im2col_cuda(x, weight, bias, g);
+    return cuda::conv_path() == cuda::ConvPath::Cudnn && cudnn_fits(g)
+               ? conv2d_cudnn(x, weight, bias, g)
+               : conv2d_im2col_cuda(x, weight, bias, g);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
   const bool channels = g.channels_as_columns();
   // images split over threads once the batch's multiply-adds pay for a parallel region

@@ -7,6 +7,8 @@
 // Descriptors and the chosen algorithms are cached per geometry (never freed, as the allocator's
 // pool); one handle per device runs on the one stream; workspaces come from the caching
 // allocator (a byte tensor, back to the pool when the call returns: the stream orders reuse).
+#include "framework/kernels/cuda/cudnn_conv.h"
+
 #include <cudnn.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "framework/kernels/cuda/check.h"
-#include "framework/kernels/cuda/cudnn_conv.h"
 #include "framework/tensor/tensor.h"
 
 /// qat::Error naming `fn`, the call, the device and cuDNN's message unless `call` succeeds.
@@ -36,9 +37,9 @@ void check_cudnn(int status, const char* fn, const char* call, const char* file,
   cudnnGetLastErrorString(buf, sizeof buf);
   last = buf;
 #endif
-  throw Error(qat::detail::concat(fn, ": ", call, " failed on cuda:",
-                                  std::max(::qat::cuda::detail::current_device(), 0), ": ",
-                                  cudnnGetErrorString(static_cast<cudnnStatus_t>(status)),
+  throw Error(qat::detail::concat(fn, ": ", call,
+                                  " failed on cuda:", std::max(::qat::cuda::detail::current_device(), 0),
+                                  ": ", cudnnGetErrorString(static_cast<cudnnStatus_t>(status)),
                                   last.empty() ? "" : "; " + last, " (", file, ":", line, ")"));
 }
 }  // namespace detail
@@ -49,13 +50,13 @@ constexpr std::size_t kWorkspaceLimit = std::size_t(1) << 28;  // bytes, per cal
 
 enum Direction { kForward, kBackwardData, kBackwardFilter };
 constexpr const char* kDirectionName[] = {"forward", "backward data", "backward filter"};
-constexpr const char* kForwardAlgo[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                        "FFT",           "FFT_TILING",            "WINOGRAD",
-                                        "WINOGRAD_NONFUSED"};
-constexpr const char* kDataAlgo[] = {"ALGO_0",   "ALGO_1",           "FFT", "FFT_TILING",
-                                     "WINOGRAD", "WINOGRAD_NONFUSED"};
-constexpr const char* kFilterAlgo[] = {"ALGO_0",   "ALGO_1",            "FFT",       "ALGO_3",
-                                       "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+constexpr const char* kForwardAlgo[] = {
+    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+    "WINOGRAD",      "WINOGRAD_NONFUSED"};
+constexpr const char* kDataAlgo[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                     "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+constexpr const char* kFilterAlgo[] = {
+    "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
 
 cudnnHandle_t handle(const char* fn) {
   static std::mutex m;
@@ -92,7 +93,8 @@ std::string geometry(const CudnnConv& c) {
 
 int narrow(i64 v, const CudnnConv& c, const char* fn) {
   if (v > INT_MAX)
-    throw Error(qat::detail::concat(fn, ": a dimension of ", v, " exceeds cuDNN's int for ", geometry(c)));
+    throw Error(
+        qat::detail::concat(fn, ": a dimension of ", v, " exceeds cuDNN's int for ", geometry(c)));
   return static_cast<int>(v);
 }
 
@@ -103,12 +105,13 @@ void make_descriptors(Plan& p, const CudnnConv& c, cudnnDataType_t dt, const cha
   QAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y), fn);
   QAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w), fn);
   QAT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv), fn);
-  QAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, dt, n(c.N), n(d.C), n(d.H), n(d.W)), fn);
-  QAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, dt, n(c.N), n(c.O), n(d.Ho), n(d.Wo)),
+  QAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, dt, n(c.N), n(d.C), n(d.H), n(d.W)),
                   fn);
   QAT_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(p.w, dt, CUDNN_TENSOR_NCHW, n(c.O), n(d.C / c.groups), n(d.kh), n(d.kw)),
-      fn);
+      cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, dt, n(c.N), n(c.O), n(d.Ho), n(d.Wo)), fn);
+  QAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, dt, CUDNN_TENSOR_NCHW, n(c.O), n(d.C / c.groups),
+                                             n(d.kh), n(d.kw)),
+                  fn);
   QAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv, n(d.ph), n(d.pw), n(d.sh), n(d.sw), n(d.dh),
                                                   n(d.dw), CUDNN_CROSS_CORRELATION, dt),
                   fn);
@@ -174,11 +177,11 @@ void choose(Plan& p, Direction dir, const CudnnConv& c, const char* fn) {
     }
   }
   if (i < 0)
-    throw Error(qat::detail::concat(
-        fn, ": cuDNN ranks no deterministic ", kDirectionName[dir],
-        " algorithm without tensor-op math and with at most ", kWorkspaceLimit, " bytes of workspace for ",
-        geometry(c), " on cuda:", std::max(::qat::cuda::detail::current_device(), 0),
-        " (QAT_CUDNN=0 runs conv2d through im2col + cuBLAS)"));
+    throw Error(qat::detail::concat(fn, ": cuDNN ranks no deterministic ", kDirectionName[dir],
+                                    " algorithm without tensor-op math and with at most ",
+                                    kWorkspaceLimit, " bytes of workspace for ", geometry(c),
+                                    " on cuda:", std::max(::qat::cuda::detail::current_device(), 0),
+                                    " (QAT_CUDNN=0 runs conv2d through im2col + cuBLAS)"));
   p.chosen[dir] = true;
 }
 
@@ -234,10 +237,11 @@ void backward_data(const T* w, const T* dy, T* dx, const CudnnConv& c) {
   const Plan p = plan(c, data_type<T>(), kBackwardData, fn);
   const Tensor ws = workspace(p.workspace[kBackwardData]);
   const T alpha = 1, beta = 0;
-  QAT_CUDNN_CHECK(cudnnConvolutionBackwardData(p.h, &alpha, p.w, w, p.y, dy, p.conv,
-                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo[kBackwardData]),
-                                               data_of(ws), p.workspace[kBackwardData], &beta, p.x, dx),
-                  fn);
+  QAT_CUDNN_CHECK(
+      cudnnConvolutionBackwardData(p.h, &alpha, p.w, w, p.y, dy, p.conv,
+                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo[kBackwardData]),
+                                   data_of(ws), p.workspace[kBackwardData], &beta, p.x, dx),
+      fn);
 }
 
 template <class T>
@@ -246,11 +250,11 @@ void backward_filter(const T* x, const T* dy, T* dw, const CudnnConv& c) {
   const Plan p = plan(c, data_type<T>(), kBackwardFilter, fn);
   const Tensor ws = workspace(p.workspace[kBackwardFilter]);
   const T alpha = 1, beta = 0;
-  QAT_CUDNN_CHECK(
-      cudnnConvolutionBackwardFilter(p.h, &alpha, p.x, x, p.y, dy, p.conv,
-                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo[kBackwardFilter]),
-                                     data_of(ws), p.workspace[kBackwardFilter], &beta, p.w, dw),
-      fn);
+  QAT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                      p.h, &alpha, p.x, x, p.y, dy, p.conv,
+                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo[kBackwardFilter]), data_of(ws),
+                      p.workspace[kBackwardFilter], &beta, p.w, dw),
+                  fn);
 }
 
 }  // namespace
