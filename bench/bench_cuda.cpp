@@ -1,6 +1,7 @@
 // The quantization kernels on CUDA at 2^20 and 2^26 floats: achieved bandwidth (bytes read +
 // written / time) next to a device-to-device copy measured in the same run (copy bandwidth =
-// 2 x bytes copied / time), and the ratio. Without a device it prints "skipped: no CUDA device".
+// 2 x bytes copied / time), and the ratio. Then a conv layer's forward + backward through cuDNN
+// and through im2col + cuBLAS, as a ratio. Without a device it prints "skipped: no CUDA device".
 //   build/bench/bench_cuda
 #include <chrono>
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/cudnn_conv.h"
 #include "framework/tensor/cuda.h"
 #include "framework/tensor/random.h"
 #include "modules/quant/fake_quant.h"
@@ -34,6 +36,43 @@ double seconds_per_call(const std::function<void()>& f, int reps) {
     best = std::min(best, dt.count() / reps);
   }
   return best;
+}
+
+// conv2d forward + backward (dx, dW, db) of a 3x3 layer, 32 -> 64 channels, 28x28, N = 64,
+// float32, stride 1, padding 1: cuDNN against im2col + cuBLAS, each timed the same way.
+void conv_rows() {
+  const std::int64_t N = 64, C = 32, O = 64, H = 28, W = 28, k = 3;
+  Generator gen(1);
+  Tensor x = Tensor::uniform(Shape{N, C, H, W}, -1, 1, gen).to(Device::CUDA);
+  Tensor w = Tensor::uniform(Shape{O, C, k, k}, -0.2, 0.2, gen).to(Device::CUDA);
+  Tensor b = Tensor::uniform(Shape{O}, -1, 1, gen).to(Device::CUDA);
+  const Tensor g = Tensor::uniform(Shape{N, O, H, W}, -1, 1, gen).to(Device::CUDA);
+  x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
+  const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  auto step = [&] {
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    conv2d(x, w, b, p).backward(g);
+  };
+  auto time_path = [&](cuda::ConvPath path) {
+    const cuda::ConvPathGuard guard(path);
+    return seconds_per_call(step, 20);
+  };
+  // forward, dx and dW: 2 N O (H W) (C k k) flops each
+  const double flops = 3.0 * 2 * N * O * H * W * C * k * k;
+  std::printf("\n%-52s %10s %10s %9s\n", "conv2d 3x3 32->64 28x28 N=64 fp32 fwd+bwd", "time", "TFLOP/s",
+              "vs im2col");
+  const double gemm_s = time_path(cuda::ConvPath::Im2colGemm);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "im2col + cuBLAS", gemm_s * 1e3, flops / gemm_s / 1e12,
+              1.0);
+  if (!cuda::has_cudnn()) {
+    std::printf("%-52s (this build has no cuDNN)\n", "cuDNN");
+    return;
+  }
+  const double dnn_s = time_path(cuda::ConvPath::Cudnn);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "cuDNN", dnn_s * 1e3, flops / dnn_s / 1e12,
+              gemm_s / dnn_s);
+  const kernels::cuda::CudnnConv c{{C, H, W, k, k, 1, 1, 1, 1, 1, 1, H, W}, N, O, 1};
+  std::printf("cuDNN algorithms: %s\n", kernels::cuda::cudnn_conv_algorithms(c, false).c_str());
 }
 
 }  // namespace
@@ -105,5 +144,6 @@ int main() {
       quant::fake_quantize_per_tensor_affine(xl, 0.05f, 0, -128, 127).backward(g);
     });
   }
+  conv_rows();
   return 0;
 }

@@ -47,7 +47,7 @@ PY
       echo "== GPU"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
       echo "== nvidia library folders: ${nvdirs:-none found}"
       for b in "$carry/bin/"* "$carry/examples/"*; do
-        echo "== ldd $(basename "$b")"; ldd "$b" | grep -E "cublas|cudart|not found" || true
+        echo "== ldd $(basename "$b")"; ldd "$b" | grep -E "cublas|cudart|cudnn|not found" || true
       done
     } 2>&1 | tee "$out/env.txt"
     "$carry/bin/test_cuda" --log_level=test_suite --report_level=detailed 2>&1 | tee "$out/test_cuda.txt"

@@ -105,7 +105,8 @@ struct Conv2dParams {
 };
 /// x (N,C,H,W), weight (O,C/groups,kh,kw), optional bias (O) -> (N,O,Ho,Wo).
 /// GEMMs per image and group that read the im2col matrix from a padded copy of the image; on
-/// CUDA, im2col of a chunk of images and cuBLAS GEMMs.
+/// CUDA, cuDNN (deterministic algorithms) or im2col of a chunk of images and cuBLAS GEMMs, as
+/// cuda::conv_path() says (QAT_CUDNN=0 forces the latter).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
 

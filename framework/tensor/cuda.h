@@ -29,6 +29,38 @@ AllocatorStats allocator_stats();
 /// Returns every cached device buffer to CUDA (cudaFree).
 void empty_cache();
 
+/// How conv2d runs on CUDA tensors: cuDNN (deterministic algorithms, no TF32) or im2col of a
+/// chunk of images and cuBLAS GEMMs. Both give the same results within float rounding.
+enum class ConvPath { Im2colGemm, Cudnn };
+/// "im2col_gemm" / "cudnn".
+const char* conv_path_name(ConvPath path);
+/// Whether this build has cuDNN (CMake QAT_CUDNN; installed package: qat_HAS_CUDNN).
+bool has_cudnn();
+/// The path conv2d takes on CUDA: what set_conv_path() chose last, else cuDNN when built with
+/// it unless the environment says QAT_CUDNN=0 (read at the first call), else im2col + cuBLAS.
+ConvPath conv_path();
+/// Forces `path` for every conv2d from now on; throws qat::Error for Cudnn without has_cudnn().
+void set_conv_path(ConvPath path);
+
+/// Sets a conv2d path for a scope and restores the previous one.
+class ConvPathGuard {
+ public:
+  explicit ConvPathGuard(ConvPath path) : previous_(conv_path()) { set_conv_path(path); }
+  ~ConvPathGuard() { set_conv_path(previous_); }
+  ConvPathGuard(const ConvPathGuard&) = delete;
+  ConvPathGuard& operator=(const ConvPathGuard&) = delete;
+
+ private:
+  ConvPath previous_;
+};
+
+namespace detail {
+/// The path QAT_CUDNN=`value` selects (nullptr: unset) in a build with or without cuDNN: "0"
+/// im2col + cuBLAS, "1" / unset / "" cuDNN if built. `warning` receives one line (else "") for
+/// another value or for "1" without cuDNN; the default is used then.
+ConvPath conv_path_from_env(const char* value, bool cudnn_built, std::string* warning);
+}  // namespace detail
+
 /// Host -> device copies of input batches through page-locked (pinned) host buffers, so that the
 /// copy runs asynchronously while the GPU works on the previous step: to_device() copies the
 /// batch into the next of `slots` pinned buffers, queues cudaMemcpyAsync on the one stream

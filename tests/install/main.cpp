@@ -17,8 +17,10 @@ int main() {
   Tensor y = m->forward(Tensor::ones(Shape{3, 4}));
   std::cout << y << "\n";
   std::cout << "cuda built " << cuda::is_built() << ", devices " << cuda::device_count() << "\n";
-#ifdef CONSUMER_HAS_CUDA  // the package's qat_HAS_CUDA agrees with the library
+  std::cout << "cudnn built " << cuda::has_cudnn() << "\n";
+#ifdef CONSUMER_HAS_CUDA  // the package's qat_HAS_CUDA / qat_HAS_CUDNN agree with the library
   if (cuda::is_built() != static_cast<bool>(CONSUMER_HAS_CUDA)) return 1;
+  if (cuda::has_cudnn() != static_cast<bool>(CONSUMER_HAS_CUDNN)) return 1;
 #endif
   std::cout << "nccl built " << distributed::has_nccl() << "\n";
 #ifdef CONSUMER_HAS_NCCL  // and qat_HAS_NCCL

@@ -20,6 +20,11 @@ if grep -q "distributed/detail/nccl_group.cpp" "$build/framework/CMakeFiles/qat_
 else
   grep -q "^nccl built 0" "$tmp/out.txt"
 fi
+if grep -q "kernels/cuda/cudnn_conv.cpp" "$build/framework/CMakeFiles/qat_framework.dir/build.make" 2>/dev/null; then
+  grep -q "^cudnn built 1" "$tmp/out.txt"  # qat_HAS_CUDNN and libcudnn reached the consumer
+else
+  grep -q "^cudnn built 0" "$tmp/out.txt"
+fi
 if grep -q "qat: ONNX export on" "$build/CMakeCache.txt" 2>/dev/null || [ -e "$build/modules/libqat_onnx.a" ]; then
   grep -q "^onnx [0-9]* bytes" "$tmp/out.txt"  # qat::onnx linked and ran downstream
 fi

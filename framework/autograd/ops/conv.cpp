@@ -10,7 +10,8 @@
 //            as columns); else col2im(W_g^T dY_ng) through a column buffer.
 // Other operands are read in place. Everything runs in a fixed order (deterministic).
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
-// On CUDA: im2col of a chunk of images into a column buffer and cuBLAS GEMMs (conv2d_cuda).
+// On CUDA: cuDNN where the build has it (conv2d_cudnn), else im2col of a chunk of images into a
+// column buffer and cuBLAS GEMMs (conv2d_im2col_cuda); cuda::conv_path() says which.
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -18,8 +19,10 @@
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cuda/cudnn_conv.h"
 #include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/blas.h"
+#include "framework/tensor/cuda.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/sgemm.h"
@@ -216,7 +219,7 @@ i64 images_per_chunk(const ConvGeom& g) {
   return std::clamp<i64>(kColumnBudget / (g.C * g.kh * g.kw * g.P()), 1, g.N);
 }
 
-Tensor conv2d_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeom& g) {
+Tensor conv2d_im2col_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeom& g) {
   namespace kc = kernels::cuda;
   const i64 K = g.K(), P = g.P(), CK = g.groups * K, chunk = images_per_chunk(g);
   const kc::ConvDims d = cuda_dims(g);
@@ -278,6 +281,47 @@ Tensor conv2d_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   return out;
 }
 
+// ---- CUDA: cuDNN (kernels/cuda/cudnn_conv.cpp: deterministic algorithms, no TF32) ----
+//   y = conv(x, W) + b (b broadcast first, added by the forward call's beta = 1)
+//   dx = conv^T(dY, W),  dW = sum_n x_n * dY_n (cuDNN's backward data / filter),  db as above
+// Tensors past 2^31 elements (cuDNN's int indexing) take the im2col path.
+bool cudnn_fits(const ConvGeom& g) {
+  constexpr i64 kMax = (i64(1) << 31) - 1;
+  return g.N * g.C * g.H * g.W <= kMax && g.N * g.O * g.P() <= kMax && g.O * g.K() <= kMax;
+}
+
+Tensor conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeom& g) {
+  namespace kc = kernels::cuda;
+  const kc::CudnnConv c{cuda_dims(g), g.N, g.O, g.groups};
+  Tensor out = Tensor::empty(Shape{g.N, g.O, g.Ho, g.Wo}, x.dtype(), Device::CUDA);
+  detail::dispatch_float(x.dtype(), "conv2d", [&]<class T>() {
+    T* py = out.cuda_data<T>();
+    if (bias.defined()) kc::channel_fill(bias.cuda_data<T>(), py, g.N, g.O, g.P());
+    kc::cudnn_conv_forward(x.cuda_data<T>(), weight.cuda_data<T>(), T(bias.defined() ? 1 : 0), py, c);
+  });
+  autograd::record(out, "conv2d", {x, weight, bias},
+                   [g, c](const Tensor& gout, const Inputs& in, Grads& gi) {
+                     const Tensor &X = in[0], &Wt = in[1], &B = in[2];
+                     common_device("conv2d_backward", {{"grad", &gout}, {"x", &X}, {"weight", &Wt}});
+                     detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
+                       const T* pg = gout.cuda_data<T>();
+                       if (B.defined() && B.requires_grad()) {
+                         gi[2] = Tensor::empty(B.shape(), B.dtype(), Device::CUDA);
+                         kc_sum_channels(pg, gi[2].cuda_data<T>(), g.N, g.O, g.P());
+                       }
+                       if (Wt.requires_grad()) {
+                         gi[1] = Tensor::empty(Wt.shape(), Wt.dtype(), Device::CUDA);
+                         kc::cudnn_conv_backward_filter(X.cuda_data<T>(), pg, gi[1].cuda_data<T>(), c);
+                       }
+                       if (X.requires_grad()) {
+                         gi[0] = Tensor::empty(X.shape(), X.dtype(), Device::CUDA);
+                         kc::cudnn_conv_backward_data(Wt.cuda_data<T>(), pg, gi[0].cuda_data<T>(), c);
+                       }
+                     });
+                   });
+  return out;
+}
+
 }  // namespace
 
 // Per image n and group g (dY_ng: the (Og, P) gradient rows):
@@ -289,7 +333,10 @@ Tensor conv2d_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const Device dev = common_device("conv2d", {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   const ConvGeom g = conv_geom(x, weight, bias, p);
-  if (dev == Device::CUDA) return conv2d_cuda(x, weight, bias, g);
+  if (dev == Device::CUDA)
+    return cuda::conv_path() == cuda::ConvPath::Cudnn && cudnn_fits(g)
+               ? conv2d_cudnn(x, weight, bias, g)
+               : conv2d_im2col_cuda(x, weight, bias, g);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
   const bool channels = g.channels_as_columns();
   // images split over threads once the batch's multiply-adds pay for a parallel region
