@@ -199,18 +199,13 @@ void MaskedCopyBits(const float* dy, const std::uint8_t* bits, float* dx, std::i
   for (; i < n; ++i) dx[i] = (bits[i >> 3] >> (i & 7)) & 1 ? dy[i] : 0.0f;
 }
 
-// g = bit ? g : 0 in place; in a group of 64 only the elements whose bit is clear are written
-// (as vectors where they are many).
+// g = bit ? g : 0 in place; groups of 64 whose bits are all set are left alone. Vector loads
+// and stores even for a single clear bit: g is seldom in L1 here, and stores alone would wait
+// for their lines one by one where the loads fetch them ahead.
 void MaskedZeroBits(float* g, const std::uint8_t* bits, std::int64_t n) {
   std::int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const std::uint64_t off = ~LoadWord(bits + i / 8);
-    if (std::popcount(off) > 64 / kNF) {
-      SelectBits64(g + i, ~off, g + i);
-      continue;
-    }
-    for (std::uint64_t z = off; z != 0; z &= z - 1) g[i + std::countr_zero(z)] = 0.0f;
-  }
+  for (; i + 64 <= n; i += 64)
+    if (const std::uint64_t w = LoadWord(bits + i / 8); w != ~std::uint64_t{0}) SelectBits64(g + i, w, g + i);
   for (; i < n; ++i)
     if (!((bits[i >> 3] >> (i & 7)) & 1)) g[i] = 0.0f;
 }
