@@ -61,6 +61,17 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Lay
                              qmax);
     return;
   }
+  if (!layout.blocked && layout.outer == 1 && layout.num_params > 1) {
+    // runs of one parameter each, back to back (a weight's rows): chunks of runs per thread,
+    // split on whole bytes of the mask (else on one thread)
+    const std::int64_t n = layout.inner, grain = n % 8 == 0 ? std::max<std::int64_t>(1, kParallelMin / n)
+                                                             : layout.len + 1;
+    parallel_for(layout.len, grain, [&](std::int64_t b, std::int64_t e) {
+      kernels::fake_quant_runs(x + b * n, y + b * n, mask_bits, b * n, e - b, n, scale + b,
+                               zero_point + b, qmin, qmax);
+    });
+    return;
+  }
   // runs one after another (a byte of the mask may hold bits of two runs)
   layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
     if (n < kShortRun) {  // the scalar loop gives the same bits without the vector setup

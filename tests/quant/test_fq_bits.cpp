@@ -87,6 +87,38 @@ BOOST_AUTO_TEST_CASE(fake_quant_bits_match_reference) {
       }
 }
 
+// Runs with their own scale / zero point in one call, the first starting inside a mask byte:
+// the same as one fake_quant per run.
+BOOST_AUTO_TEST_CASE(fake_quant_runs_match_per_run_calls) {
+  for (std::int64_t n : {16, 17, 33, 64, 200})
+    for (std::int64_t first : {0, 5}) {
+      const std::int64_t runs = 4;
+      const F x = data(runs * n, 0.05f, -128, 127, static_cast<std::uint32_t>(n));
+      const F s = {0.05f, 0.013f, 0.25f, 1e-3f};
+      const std::vector<std::int32_t> z = {0, 3, -2, 0};
+      for_each_isa([&](cpu::Isa) {
+        BOOST_TEST_CONTEXT("n " << n << " first " << first) {
+          F y(runs * n), yref(runs * n);
+          U8 bits((first + runs * n + 7) / 8 + 1, kFill), bref = bits;
+          k::fake_quant_runs(x.data(), y.data(), bits.data(), first, runs, n, s.data(), z.data(), -128, 127);
+          for (std::int64_t r = 0; r < runs; ++r)
+            k::fake_quant(x.data() + r * n, yref.data() + r * n, bref.data(), first + r * n, n, s[r], z[r],
+                          -128, 127);
+          expect_bits(y, yref, "y");
+          BOOST_TEST(bits == bref, boost::test_tools::per_element());
+          F ref(n);
+          U8 mref(n);
+          quant::detail::fq_run<float>(x.data() + n, ref.data(), mref.data(), n, s[1], z[1], -128, 127);
+          expect_bits(F(y.begin() + n, y.begin() + 2 * n), ref, "run 1 vs fq_run");
+          bool kept = false;
+          const U8 m = unpack(bits, first, runs * n, kept);
+          BOOST_TEST(U8(m.begin() + n, m.begin() + 2 * n) == mref, boost::test_tools::per_element());
+          BOOST_TEST(kept);
+        }
+      });
+    }
+}
+
 BOOST_AUTO_TEST_CASE(fake_quant_rows_bits_match_reference) {
   for (std::int64_t cols : {1, 3, 17, 33, 70}) {
     const std::int64_t rows = 5;
@@ -143,15 +175,17 @@ BOOST_AUTO_TEST_CASE(masked_bits_match_reference) {
     }
 }
 
-// Per channel with runs starting inside a mask byte (inner 33, 49), the rows layout, and per
-// tensor split over two threads; the gradient in place (g held by nobody else) and copied (the
+// Per channel with runs starting inside a mask byte (inner 33, 49), the rows layout, a weight's
+// rows and per tensor split over two threads; the gradient in place (g held by nobody else) and copied (the
 // caller keeps g), both against the float64 op (power-of-two scales: x / s exact in both).
 BOOST_AUTO_TEST_CASE(fake_quantize_op_output_and_gradient) {
   struct Case {
     Shape shape;
     int axis;  // -1: per tensor
   };
-  const Case cases[] = {{Shape{7, 33}, 0}, {Shape{3, 5, 7, 7}, 1}, {Shape{33, 7}, 1}, {Shape{3, 65549}, -1}};
+  // [300, 256] axis 0: a weight's rows, split over the two threads
+  const Case cases[] = {{Shape{7, 33}, 0},  {Shape{3, 5, 7, 7}, 1}, {Shape{33, 7}, 1},
+                        {Shape{300, 256}, 0}, {Shape{3, 65549}, -1}};
   const int threads = get_num_threads();
   set_num_threads(2);
   for (const Case& c : cases) {

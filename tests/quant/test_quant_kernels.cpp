@@ -244,6 +244,24 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
             BOOST_TEST(cmin[c] == a);
             BOOST_TEST(cmax[c] == b);
           }
+          // run-wise: 3 runs of n, x then its negation then x again (signs of zeros swapped)
+          F xs(rows * n);
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < n; ++c) xs[r * n + c] = r == 1 ? -x[c] : x[c];
+          F rmin(rows), rmax(rows);
+          bool bad3 = false;
+          k::min_max_runs(xs.data(), rows, n, rmin.data(), rmax.data(), &bad3);
+          BOOST_TEST(bad3 == (special >= 1 && special <= 3));
+          for (std::int64_t r = 0; r < rows && !bad3; ++r) {
+            float a, b;
+            bool unused = false;
+            k::min_max(xs.data() + r * n, n, &a, &b, &unused);
+            BOOST_TEST(rmin[r] == a);
+            BOOST_TEST(rmax[r] == b);
+            BOOST_TEST(std::signbit(rmin[r]) == std::signbit(a));
+            BOOST_TEST(std::signbit(rmax[r]) == std::signbit(b));
+          }
+          BOOST_TEST((bad3 || (rmin[0] == mn_ref && std::signbit(rmin[0]) == std::signbit(mn_ref))));
         }
       });
     }

@@ -82,12 +82,16 @@ HWY_INLINE void FqPartial(const float* x, float* y, std::uint8_t* bits, std::int
   if (bits != nullptr) WriteBits(bits, p, m, count);
 }
 
-void FakeQuant(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
-               float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+HWY_INLINE FqConsts Consts(float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   const DF df;
   FqConsts k;
   k.inv = hn::Set(df, 1.0f / scale), k.s = hn::Set(df, scale), k.z = hn::Set(df, static_cast<float>(zp));
   k.lo = hn::Set(df, static_cast<float>(qmin)), k.hi = hn::Set(df, static_cast<float>(qmax));
+  return k;
+}
+
+HWY_INLINE void FqRun(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
+                      const FqConsts& k) {
   if (bits == nullptr) {
     std::int64_t i = 0;
     for (; i + kNF <= n; i += kNF) FqVec(x + i, y + i, k.inv, k.s, k.z, k.lo, k.hi);
@@ -102,6 +106,18 @@ void FakeQuant(const float* x, float* y, std::uint8_t* bits, std::int64_t first,
     std::memcpy(bits + (first + i) / 8, &m, sizeof m);
   }
   if (i < n) FqPartial(x + i, y + i, bits, first + i, n - i, k);
+}
+
+void FakeQuant(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
+               float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+  FqRun(x, y, bits, first, n, Consts(scale, zp, qmin, qmax));
+}
+
+void FakeQuantRuns(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t runs,
+                   std::int64_t n, const float* scale, const std::int32_t* zp, std::int64_t qmin,
+                   std::int64_t qmax) {
+  for (std::int64_t r = 0; r < runs; ++r)
+    FqRun(x + r * n, y + r * n, bits, first + r * n, n, Consts(scale[r], zp[r], qmin, qmax));
 }
 
 void FakeQuantRows(const float* x, float* y, std::uint8_t* bits, std::int64_t rows, std::int64_t cols,
@@ -296,6 +312,7 @@ namespace qat::quant::kernels {
 
 HWY_EXPORT(FakeQuant);
 HWY_EXPORT(FakeQuantRows);
+HWY_EXPORT(FakeQuantRuns);
 HWY_EXPORT(MaskedCopy);
 HWY_EXPORT(MaskedZero);
 HWY_EXPORT(MaskedCopyBits);
@@ -306,6 +323,11 @@ HWY_EXPORT(AmaxBackward);
 void fake_quant(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first, std::int64_t n,
                 float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   QAT_DISPATCH(FakeQuant)(x, y, mask_bits, first, n, scale, zp, qmin, qmax);
+}
+void fake_quant_runs(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first,
+                     std::int64_t runs, std::int64_t n, const float* scale, const std::int32_t* zp,
+                     std::int64_t qmin, std::int64_t qmax) {
+  QAT_DISPATCH(FakeQuantRuns)(x, y, mask_bits, first, runs, n, scale, zp, qmin, qmax);
 }
 void fake_quant_rows(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t rows,
                      std::int64_t cols, const float* inv_scale, const float* scale, const float* zp,

@@ -21,6 +21,11 @@ namespace qat::quant::kernels {
 /// [first, first + n) are written, the others kept (null: none).
 void fake_quant(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first, std::int64_t n,
                 float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax);
+/// fake_quant of `runs` consecutive runs of n elements, run r with scale[r], zp[r]: the rows of
+/// a weight in one call (mask bits [first, first + runs * n)).
+void fake_quant_runs(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first,
+                     std::int64_t runs, std::int64_t n, const float* scale, const std::int32_t* zp,
+                     std::int64_t qmin, std::int64_t qmax);
 /// The same for `rows` rows of `cols` elements, element (r, c) with inv_scale[c] = 1/scale[c],
 /// scale[c], zp[c] (float holding the integer zero point): parameters along the innermost axis.
 /// Mask bits [0, rows * cols).
@@ -84,6 +89,9 @@ void nvfp4_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t
 /// Min and max of n > 0 floats, NaN skipped, -0 counted below +0 (so the result does not depend
 /// on the order). Sets *bad if any value is NaN or +-inf.
 void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad);
+/// min_max of each of `runs` consecutive runs of n > 0 floats into mn[r], mx[r] (one call for
+/// the rows of a weight); *bad as min_max, for any run.
+void min_max_runs(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad);
 /// Column-wise over a [rows, cols] block: mn[c] = min(mn[c], x[r, c]) for r in order (likewise
 /// mx), NaN skipped, *bad set on NaN or +-inf. mn / mx hold the running values.
 void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad);
