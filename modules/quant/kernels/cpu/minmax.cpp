@@ -107,7 +107,8 @@ void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, fl
     std::int64_t i = 0;
     for (; i + 4 * kNF <= n; i += 4 * kNF) {
       // a weight comes from L3 at the start of a step: fetch 4 KB ahead, across the rows
-      for (std::int64_t b = 0; b < 4 * kNF; b += 16) __builtin_prefetch(xr + i + b + 1024);
+      for (std::int64_t b = 0; b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
+        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(xr + i + b + 1024);
       for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, xr + i + j * kNF), lo[j], hi[j], nan);
     }
     for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, xr + i), lo[0], hi[0], nan);
