@@ -64,8 +64,8 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Lay
   if (!layout.blocked && layout.outer == 1 && layout.num_params > 1) {
     // runs of one parameter each, back to back (a weight's rows): chunks of runs per thread,
     // split on whole bytes of the mask (else on one thread)
-    const std::int64_t n = layout.inner, grain = n % 8 == 0 ? std::max<std::int64_t>(1, kParallelMin / n)
-                                                             : layout.len + 1;
+    const std::int64_t n = layout.inner,
+                       grain = n % 8 == 0 ? std::max<std::int64_t>(1, kParallelMin / n) : layout.len + 1;
     parallel_for(layout.len, grain, [&](std::int64_t b, std::int64_t e) {
       kernels::fake_quant_runs(x + b * n, y + b * n, mask_bits, b * n, e - b, n, scale + b,
                                zero_point + b, qmin, qmax);
@@ -98,37 +98,37 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Lay
 }
 
 void record_ste_bits(Tensor& out, const char* name, const Tensor& x, Tensor mask_bits) {
-  autograd::record(out, name, {x},
-                   [mask_bits = std::move(mask_bits)](const Tensor& g, const Inputs&, Grads& gi) {
-                     QAT_CHECK(mask_bits.numel() * 8 >= g.numel());
-                     const std::uint8_t* m = mask_bits.data<std::uint8_t>();
-                     if (g.dtype() != DType::Float32) {
-                       gi[0] = Tensor::empty(g.shape(), g.dtype());
-                       qat::detail::dispatch_float(g.dtype(), "fake_quantize backward", [&]<class T>() {
-                         for (std::int64_t i = 0; i < g.numel(); ++i)
-                           gi[0].data<T>()[i] = (m[i >> 3] >> (i & 7)) & 1 ? g.data<T>()[i] : T(0);
-                       });
-                       return;
-                     }
-                     // groups of 64 elements (8 bytes of the mask) per thread
-                     const auto split = [&](auto kernel) {
-                       parallel_for((g.numel() + 63) / 64, kParallelMin / 64, [&](std::int64_t b, std::int64_t e) {
-                         kernel(64 * b, std::min(g.numel(), 64 * e) - 64 * b);
-                       });
-                     };
-                     // nobody else sees g: zero its masked elements in place
-                     if (autograd::is_exclusive(g)) {
-                       gi[0] = g;
-                       split([&](std::int64_t b, std::int64_t n) {
-                         kernels::masked_zero_bits(g.data<float>() + b, m + b / 8, n);
-                       });
-                       return;
-                     }
-                     gi[0] = Tensor::empty(g.shape(), g.dtype());
-                     split([&](std::int64_t b, std::int64_t n) {
-                       kernels::masked_copy_bits(g.data<float>() + b, m + b / 8, gi[0].data<float>() + b, n);
-                     });
-                   });
+  autograd::record(
+      out, name, {x}, [mask_bits = std::move(mask_bits)](const Tensor& g, const Inputs&, Grads& gi) {
+        QAT_CHECK(mask_bits.numel() * 8 >= g.numel());
+        const std::uint8_t* m = mask_bits.data<std::uint8_t>();
+        if (g.dtype() != DType::Float32) {
+          gi[0] = Tensor::empty(g.shape(), g.dtype());
+          qat::detail::dispatch_float(g.dtype(), "fake_quantize backward", [&]<class T>() {
+            for (std::int64_t i = 0; i < g.numel(); ++i)
+              gi[0].data<T>()[i] = (m[i >> 3] >> (i & 7)) & 1 ? g.data<T>()[i] : T(0);
+          });
+          return;
+        }
+        // groups of 64 elements (8 bytes of the mask) per thread
+        const auto split = [&](auto kernel) {
+          parallel_for((g.numel() + 63) / 64, kParallelMin / 64, [&](std::int64_t b, std::int64_t e) {
+            kernel(64 * b, std::min(g.numel(), 64 * e) - 64 * b);
+          });
+        };
+        // nobody else sees g: zero its masked elements in place
+        if (autograd::is_exclusive(g)) {
+          gi[0] = g;
+          split([&](std::int64_t b, std::int64_t n) {
+            kernels::masked_zero_bits(g.data<float>() + b, m + b / 8, n);
+          });
+          return;
+        }
+        gi[0] = Tensor::empty(g.shape(), g.dtype());
+        split([&](std::int64_t b, std::int64_t n) {
+          kernels::masked_copy_bits(g.data<float>() + b, m + b / 8, gi[0].data<float>() + b, n);
+        });
+      });
 }
 
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
@@ -210,8 +210,9 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
   const bool grad = autograd::should_record(x);  // else no mask: nothing would read it
   if (x.dtype() == DType::Float32) {
     Tensor bits = grad ? Tensor::empty(Shape{(x.numel() + 7) / 8}, DType::UInt8) : Tensor();
-    detail::fake_quant_f32(x.data<float>(), out.data<float>(), grad ? bits.data<std::uint8_t>() : nullptr,
-                           layout, scale, zero_point, qmin, qmax);
+    detail::fake_quant_f32(x.data<float>(), out.data<float>(),
+                           grad ? bits.data<std::uint8_t>() : nullptr, layout, scale, zero_point, qmin,
+                           qmax);
     detail::record_ste_bits(out, name, x, std::move(bits));
     return out;
   }

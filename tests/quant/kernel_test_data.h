@@ -20,7 +20,7 @@ inline const std::int64_t kSizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 1007};
 /// n values: uniform in [-range, range], with ties ((j + 0.5) * scale), edges (qmin|qmax * scale
 /// and just beyond), NaN, +-inf, +-0 and 0.49999997 * scale sprinkled in.
 inline F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::uint32_t seed,
-       bool specials = true) {
+              bool specials = true) {
   std::mt19937 gen(seed);
   const float range = static_cast<float>(qmax - qmin) * scale * 0.6f;
   std::uniform_real_distribution<float> u(-range, range);

@@ -47,7 +47,11 @@ U8 mask_bits(std::int64_t n, int kind, U8& bytes) {
   std::mt19937 gen(static_cast<std::uint32_t>(n * 5 + kind));
   bytes.assign(n, 1);
   for (std::int64_t i = 0; i < n; ++i)
-    bytes[i] = kind == 0 ? 1 : kind == 1 ? 0 : kind == 2 ? i % 70 != 5 : kind == 3 ? i % 3 == 0 : gen() % 2;
+    bytes[i] = kind == 0   ? 1
+               : kind == 1 ? 0
+               : kind == 2 ? i % 70 != 5
+               : kind == 3 ? i % 3 == 0
+                           : gen() % 2;
   U8 bits((n + 7) / 8, 0);
   for (std::int64_t i = 0; i < n; ++i) bits[i >> 3] |= static_cast<std::uint8_t>(bytes[i] << (i & 7));
   return bits;
@@ -64,10 +68,12 @@ BOOST_AUTO_TEST_CASE(fake_quant_bits_match_reference) {
   for (const auto& c : cases)
     for (std::int64_t n : kMoreSizes)
       for (std::int64_t first : {0, 3, 8, 13}) {
-        const F x = data(n, c.scale, c.qmin - c.zp, c.qmax - c.zp, static_cast<std::uint32_t>(n + first));
+        const F x =
+            data(n, c.scale, c.qmin - c.zp, c.qmax - c.zp, static_cast<std::uint32_t>(n + first));
         F ref(n);
         U8 mref(n);
-        quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin, c.qmax);
+        quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin,
+                                     c.qmax);
         F y0;
         for_each_isa([&](cpu::Isa) {
           BOOST_TEST_CONTEXT("scale " << c.scale << " n " << n << " first " << first) {
@@ -100,10 +106,11 @@ BOOST_AUTO_TEST_CASE(fake_quant_runs_match_per_run_calls) {
         BOOST_TEST_CONTEXT("n " << n << " first " << first) {
           F y(runs * n), yref(runs * n);
           U8 bits((first + runs * n + 7) / 8 + 1, kFill), bref = bits;
-          k::fake_quant_runs(x.data(), y.data(), bits.data(), first, runs, n, s.data(), z.data(), -128, 127);
+          k::fake_quant_runs(x.data(), y.data(), bits.data(), first, runs, n, s.data(), z.data(), -128,
+                             127);
           for (std::int64_t r = 0; r < runs; ++r)
-            k::fake_quant(x.data() + r * n, yref.data() + r * n, bref.data(), first + r * n, n, s[r], z[r],
-                          -128, 127);
+            k::fake_quant(x.data() + r * n, yref.data() + r * n, bref.data(), first + r * n, n, s[r],
+                          z[r], -128, 127);
           expect_bits(y, yref, "y");
           BOOST_TEST(bits == bref, boost::test_tools::per_element());
           F ref(n);
@@ -135,16 +142,16 @@ BOOST_AUTO_TEST_CASE(fake_quant_rows_bits_match_reference) {
     U8 mref(rows * cols);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
-        quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1, s[c], zi[c],
-                              -128, 127);
+        quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1, s[c],
+                                     zi[c], -128, 127);
     for_each_isa([&](cpu::Isa) {
       BOOST_TEST_CONTEXT("cols " << cols) {
         F y(rows * cols), y2(rows * cols);
         U8 bits((rows * cols + 7) / 8 + 1, kFill);
         k::fake_quant_rows(x.data(), y.data(), bits.data(), rows, cols, inv.data(), s.data(), z.data(),
                            -128, 127);
-        k::fake_quant_rows(x.data(), y2.data(), nullptr, rows, cols, inv.data(), s.data(), z.data(), -128,
-                           127);
+        k::fake_quant_rows(x.data(), y2.data(), nullptr, rows, cols, inv.data(), s.data(), z.data(),
+                           -128, 127);
         expect_bits(y, ref, "rows y");
         expect_bits(y2, ref, "rows y without mask");
         bool kept = false;
@@ -176,16 +183,19 @@ BOOST_AUTO_TEST_CASE(masked_bits_match_reference) {
 }
 
 // Per channel with runs starting inside a mask byte (inner 33, 49), the rows layout, a weight's
-// rows and per tensor split over two threads; the gradient in place (g held by nobody else) and copied (the
-// caller keeps g), both against the float64 op (power-of-two scales: x / s exact in both).
+// rows and per tensor split over two threads; the gradient in place (g held by nobody else) and copied
+// (the caller keeps g), both against the float64 op (power-of-two scales: x / s exact in both).
 BOOST_AUTO_TEST_CASE(fake_quantize_op_output_and_gradient) {
   struct Case {
     Shape shape;
     int axis;  // -1: per tensor
   };
   // [300, 256] axis 0: a weight's rows, split over the two threads
-  const Case cases[] = {{Shape{7, 33}, 0},  {Shape{3, 5, 7, 7}, 1}, {Shape{33, 7}, 1},
-                        {Shape{300, 256}, 0}, {Shape{3, 65549}, -1}};
+  const Case cases[] = {{Shape{7, 33}, 0},
+                        {Shape{3, 5, 7, 7}, 1},
+                        {Shape{33, 7}, 1},
+                        {Shape{300, 256}, 0},
+                        {Shape{3, 65549}, -1}};
   const int threads = get_num_threads();
   set_num_threads(2);
   for (const Case& c : cases) {
@@ -219,7 +229,8 @@ BOOST_AUTO_TEST_CASE(fake_quantize_op_output_and_gradient) {
     run(DType::Float64, false, y64, dx64);
     for_each_isa([&](cpu::Isa) {
       for (bool keep_grad : {false, true})
-        BOOST_TEST_CONTEXT("shape " << c.shape << " axis " << c.axis << " caller keeps g " << keep_grad) {
+        BOOST_TEST_CONTEXT("shape " << c.shape << " axis " << c.axis << " caller keeps g "
+                                    << keep_grad) {
           F y, dx;
           run(DType::Float32, keep_grad, y, dx);
           expect_bits(y, y64, "y");

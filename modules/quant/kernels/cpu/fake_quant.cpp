@@ -72,7 +72,8 @@ HWY_INLINE void FqPartial(const float* x, float* y, std::uint8_t* bits, std::int
                           std::int64_t count, const FqConsts& k) {
   std::uint64_t m = 0;
   std::int64_t j = 0;
-  for (; j + kNF <= count; j += kNF) m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+  for (; j + kNF <= count; j += kNF)
+    m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
   if (j < count) {
     float xb[kNF] = {}, yb[kNF];
     std::memcpy(xb, x + j, (count - j) * sizeof(float));
@@ -221,7 +222,8 @@ void MaskedCopyBits(const float* dy, const std::uint8_t* bits, float* dx, std::i
 void MaskedZeroBits(float* g, const std::uint8_t* bits, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + 64 <= n; i += 64)
-    if (const std::uint64_t w = LoadWord(bits + i / 8); w != ~std::uint64_t{0}) SelectBits64(g + i, w, g + i);
+    if (const std::uint64_t w = LoadWord(bits + i / 8); w != ~std::uint64_t{0})
+      SelectBits64(g + i, w, g + i);
   for (; i < n; ++i)
     if (!((bits[i >> 3] >> (i & 7)) & 1)) g[i] = 0.0f;
 }
