@@ -41,8 +41,9 @@ double sum16(const std::vector<float>& terms) {
 
 }  // namespace
 
-// In place, masks all ones (only read), all zeros and ones with isolated zeros (one per 70
-// elements: most vector-sized runs skipped, some not), against the reference STE.
+// The byte-mask STE (FP8, MX): in place, masks all ones (only read), all zeros and ones with
+// isolated zeros (one per 70 elements: most vector-sized runs skipped, some not), and copied,
+// against the reference STE.
 BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
   for (std::int64_t n : kSizes)
     for (int kind = 0; kind < 3; ++kind) {
@@ -54,9 +55,11 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
       qat::quant::detail::ste_run<float>(dy.data(), m.data(), ref.data(), n);
       for_each_isa([&](cpu::Isa) {
         BOOST_TEST_CONTEXT("n " << n << " mask kind " << kind) {
-          F g = dy;
+          F g = dy, dx(n, 7.0f);
           k::masked_zero(g.data(), m.data(), n);
+          k::masked_copy(dy.data(), m.data(), dx.data(), n);
           expect_bits(g, ref, "masked_zero");
+          expect_bits(dx, ref, "masked_copy");
         }
       });
     }
