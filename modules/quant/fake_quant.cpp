@@ -1,6 +1,7 @@
 // Fake quantization with fixed qparams and the straight-through estimator.
 #include "modules/quant/fake_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -43,7 +44,7 @@ Shape param_shape(const QuantSpec& spec, const Shape& x) {
 
 namespace detail {
 
-void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Layout& layout,
                     const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
                     std::int64_t qmax) {
   if (!layout.blocked && layout.num_params > 1 && layout.inner < kShortRun) {
@@ -56,21 +57,78 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& 
         s[a * layout.inner + i] = scale[a];
         z[a * layout.inner + i] = static_cast<float>(zero_point[a]);
       }
-    kernels::fake_quant_rows(x, y, mask, layout.outer, cols, inv.data(), s.data(), z.data(), qmin, qmax);
+    kernels::fake_quant_rows(x, y, mask_bits, layout.outer, cols, inv.data(), s.data(), z.data(), qmin,
+                             qmax);
     return;
   }
+  if (!layout.blocked && layout.outer == 1 && layout.num_params > 1) {
+    // runs of one parameter each, back to back (a weight's rows): chunks of runs per thread,
+    // split on whole bytes of the mask (else on one thread)
+    const std::int64_t n = layout.inner,
+                       grain = n % 8 == 0 ? std::max<std::int64_t>(1, kParallelMin / n) : layout.len + 1;
+    parallel_for(layout.len, grain, [&](std::int64_t b, std::int64_t e) {
+      kernels::fake_quant_runs(x + b * n, y + b * n, mask_bits, b * n, e - b, n, scale + b,
+                               zero_point + b, qmin, qmax);
+    });
+    return;
+  }
+  // runs one after another (a byte of the mask may hold bits of two runs)
   layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
     if (n < kShortRun) {  // the scalar loop gives the same bits without the vector setup
-      fq_run<float>(x + off, y + off, mask ? mask + off : nullptr, n, scale[p], zero_point[p], qmin,
-                    qmax);
+      std::uint8_t m[kShortRun];
+      fq_run<float>(x + off, y + off, m, n, scale[p], zero_point[p], qmin, qmax);
+      if (mask_bits != nullptr)
+        for (std::int64_t i = off; i < off + n; ++i) {
+          const auto bit = static_cast<std::uint8_t>(1u << (i & 7));
+          mask_bits[i >> 3] = m[i - off] ? mask_bits[i >> 3] | bit : mask_bits[i >> 3] & ~bit;
+        }
       return;
     }
-    // each element alone: any split over threads gives the same bits
-    parallel_for(n, kParallelMin, [&](std::int64_t b, std::int64_t e) {
-      kernels::fake_quant(x + off + b, y + off + b, mask ? mask + off + b : nullptr, e - b, scale[p],
-                          zero_point[p], qmin, qmax);
+    // each element alone: any split over threads gives the same bits; splits fall on whole
+    // bytes of the mask (8 elements, after a head up to the first), so threads share none
+    const std::int64_t head = std::min(n, (8 - (off & 7)) & 7);
+    if (head > 0)
+      kernels::fake_quant(x + off, y + off, mask_bits, off, head, scale[p], zero_point[p], qmin, qmax);
+    parallel_for((n - head + 7) / 8, kParallelMin / 8, [&](std::int64_t b, std::int64_t e) {
+      const std::int64_t from = off + head + 8 * b, to = std::min(off + n, off + head + 8 * e);
+      kernels::fake_quant(x + from, y + from, mask_bits, from, to - from, scale[p], zero_point[p], qmin,
+                          qmax);
     });
   });
+}
+
+void record_ste_bits(Tensor& out, const char* name, const Tensor& x, Tensor mask_bits) {
+  autograd::record(
+      out, name, {x}, [mask_bits = std::move(mask_bits)](const Tensor& g, const Inputs&, Grads& gi) {
+        QAT_CHECK(mask_bits.numel() * 8 >= g.numel());
+        const std::uint8_t* m = mask_bits.data<std::uint8_t>();
+        if (g.dtype() != DType::Float32) {
+          gi[0] = Tensor::empty(g.shape(), g.dtype());
+          qat::detail::dispatch_float(g.dtype(), "fake_quantize backward", [&]<class T>() {
+            for (std::int64_t i = 0; i < g.numel(); ++i)
+              gi[0].data<T>()[i] = (m[i >> 3] >> (i & 7)) & 1 ? g.data<T>()[i] : T(0);
+          });
+          return;
+        }
+        // groups of 64 elements (8 bytes of the mask) per thread
+        const auto split = [&](auto kernel) {
+          parallel_for((g.numel() + 63) / 64, kParallelMin / 64, [&](std::int64_t b, std::int64_t e) {
+            kernel(64 * b, std::min(g.numel(), 64 * e) - 64 * b);
+          });
+        };
+        // nobody else sees g: zero its masked elements in place
+        if (autograd::is_exclusive(g)) {
+          gi[0] = g;
+          split([&](std::int64_t b, std::int64_t n) {
+            kernels::masked_zero_bits(g.data<float>() + b, m + b / 8, n);
+          });
+          return;
+        }
+        gi[0] = Tensor::empty(g.shape(), g.dtype());
+        split([&](std::int64_t b, std::int64_t n) {
+          kernels::masked_copy_bits(g.data<float>() + b, m + b / 8, gi[0].data<float>() + b, n);
+        });
+      });
 }
 
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
@@ -149,18 +207,23 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
                 " at index ", p, " is outside [", qmin, ", ", qmax, "]");
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype());
+  const bool grad = autograd::should_record(x);  // else no mask: nothing would read it
+  if (x.dtype() == DType::Float32) {
+    Tensor bits = grad ? Tensor::empty(Shape{(x.numel() + 7) / 8}, DType::UInt8) : Tensor();
+    detail::fake_quant_f32(x.data<float>(), out.data<float>(),
+                           grad ? bits.data<std::uint8_t>() : nullptr, layout, scale, zero_point, qmin,
+                           qmax);
+    detail::record_ste_bits(out, name, x, std::move(bits));
+    return out;
+  }
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8);
   qat::detail::dispatch_float(x.dtype(), name, [&]<class T>() {
     const T* px = x.data<T>();
     T* py = out.data<T>();
     std::uint8_t* pm = mask.data<std::uint8_t>();
-    if constexpr (std::is_same_v<T, float>) {
-      detail::fake_quant_f32(px, py, pm, layout, scale, zero_point, qmin, qmax);
-    } else {
-      layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-        fq_run<T>(px + off, py + off, pm + off, n, scale[p], zero_point[p], qmin, qmax);
-      });
-    }
+    layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
+      fq_run<T>(px + off, py + off, pm + off, n, scale[p], zero_point[p], qmin, qmax);
+    });
   });
   detail::record_ste(out, name, x, mask);
   return out;

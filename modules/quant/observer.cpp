@@ -112,6 +112,8 @@ Tensor Observer::forward(const Tensor& x) {
       bmin[c / layout.inner] = std::min(bmin[c / layout.inner], cmin[c]);
       bmax[c / layout.inner] = std::max(bmax[c / layout.inner], cmax[c]);
     }
+  } else if (!layout.blocked && layout.outer == 1 && layout.num_params > 1) {
+    kernels::min_max_runs(px, layout.len, layout.inner, bmin.data(), bmax.data(), &bad);  // rows
   } else {  // runs of `inner` elements per parameter (per-tensor: one run)
     layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
       float mn, mx;

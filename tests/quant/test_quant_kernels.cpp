@@ -1,7 +1,8 @@
 // The runtime-dispatched quantization kernels (modules/quant/kernels/cpu/kernels.h) against
 // scalar references on every path this CPU has: odd sizes (tails), NaN, +-inf, values exactly at
 // .5 ties and at the qmin / qmax edges; and bit-identical outputs across paths. Then the ops
-// that use them on the layouts that pick different kernels (runs vs. rows).
+// that use them on the layouts that pick different kernels (runs vs. rows). Fake quantization
+// with its bit mask: test_fq_bits.cpp.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -17,76 +18,17 @@
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 #include "modules/quant/observer.h"
+#include "quant/kernel_test_data.h"
 #include "quant/quant_test_util.h"
 
 using namespace qat;
 using namespace qat::quant;
 using namespace qat::test;
 namespace k = qat::quant::kernels;
-using F = std::vector<float>;
-using U8 = std::vector<std::uint8_t>;
 
 BOOST_AUTO_TEST_SUITE(quant_kernels)
 
 namespace {
-
-const std::int64_t kSizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 1007};
-
-/// n values: uniform in [-range, range], with ties ((j + 0.5) * scale), edges (qmin|qmax * scale
-/// and just beyond), NaN, +-inf, +-0 and 0.49999997 * scale sprinkled in.
-F data(std::int64_t n, float scale, std::int64_t qmin, std::int64_t qmax, std::uint32_t seed,
-       bool specials = true) {
-  std::mt19937 gen(seed);
-  const float range = static_cast<float>(qmax - qmin) * scale * 0.6f;
-  std::uniform_real_distribution<float> u(-range, range);
-  std::uniform_int_distribution<int> pick(0, 11),
-      tie(static_cast<int>(qmin) - 3, static_cast<int>(qmax) + 3);
-  F x(n);
-  for (auto& v : x) {
-    switch (specials ? pick(gen) : 0) {
-      case 1:
-        v = (static_cast<float>(tie(gen)) + 0.5f) * scale;
-        break;
-      case 2:
-        v = static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale;
-        break;
-      case 3:
-        v = std::nextafter(static_cast<float>(pick(gen) % 2 ? qmin : qmax) * scale,
-                           pick(gen) % 2 ? kInf : -kInf);
-        break;
-      case 4:
-        v = pick(gen) % 2 ? 0.49999997f * scale : -0.0f;
-        break;
-      case 5:
-        v = pick(gen) % 3 == 0 ? kNaN : pick(gen) % 2 ? kInf : -kInf;
-        break;
-      default:
-        v = u(gen);
-    }
-  }
-  return x;
-}
-
-bool same_bits(const F& a, const F& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-/// Bitwise, NaN matching any NaN.
-void expect_bits(const F& actual, const F& expected, const char* what) {
-  BOOST_TEST_CONTEXT(what) {
-    BOOST_REQUIRE(actual.size() == expected.size());
-    for (std::size_t i = 0; i < actual.size(); ++i) {
-      if (std::isnan(actual[i]) && std::isnan(expected[i])) continue;
-      std::uint32_t a, e;
-      std::memcpy(&a, &actual[i], 4);
-      std::memcpy(&e, &expected[i], 4);
-      BOOST_TEST_CONTEXT("index " << i << " actual " << actual[i] << " expected " << expected[i]) {
-        BOOST_TEST(a == e);
-      }
-    }
-  }
-}
 
 // sum16 (kernels.h): term i to lane i % 16, lanes combined pairwise
 double sum16(const std::vector<float>& terms) {
@@ -99,48 +41,9 @@ double sum16(const std::vector<float>& terms) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(fake_quant_matches_reference) {
-  const struct {
-    float scale;
-    std::int32_t zp;
-    std::int64_t qmin, qmax;
-  } cases[] = {{0.25f, 0, -128, 127}, {0.1f, 3, 0, 255}, {0.0173f, -5, -8, 7}, {1e-3f, 0, -127, 127}};
-  for (const auto& c : cases)
-    for (std::int64_t n : kSizes) {
-      const F x = data(n, c.scale, c.qmin - c.zp, c.qmax - c.zp, static_cast<std::uint32_t>(n));
-      F ref(n);
-      U8 mref(n);
-      qat::quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, c.scale, c.zp, c.qmin,
-                                        c.qmax);
-      F first;
-      for_each_isa([&](cpu::Isa isa) {
-        BOOST_TEST_CONTEXT("scale " << c.scale << " n " << n) {
-          F y(n), y2(n);
-          U8 m(n);
-          k::fake_quant(x.data(), y.data(), m.data(), n, c.scale, c.zp, c.qmin, c.qmax);
-          k::fake_quant(x.data(), y2.data(), nullptr, n, c.scale, c.zp, c.qmin, c.qmax);
-          expect_bits(y, ref, "y");
-          expect_bits(y2, ref, "y without mask");
-          BOOST_TEST(m == mref, boost::test_tools::per_element());
-          if (first.empty()) first = y;
-          BOOST_TEST(same_bits(y, first));
-          // the STE backward
-          const F dy = data(n, 1.0f, -10, 10, 7, false);
-          F dx(n);
-          k::masked_copy(dy.data(), m.data(), dx.data(), n);
-          F dref(n);
-          qat::quant::detail::ste_run<float>(dy.data(), mref.data(), dref.data(), n);
-          expect_bits(dx, dref, "masked_copy");
-          F dz = dy;
-          k::masked_zero(dz.data(), m.data(), n);
-          expect_bits(dz, dref, "masked_zero");
-        }
-      });
-    }
-}
-
-// In place, masks all ones (only read), all zeros and ones with isolated zeros (one per 70
-// elements: most vector-sized runs skipped, some not), against the reference STE.
+// The byte-mask STE (FP8, MX): in place, masks all ones (only read), all zeros and ones with
+// isolated zeros (one per 70 elements: most vector-sized runs skipped, some not), and copied,
+// against the reference STE.
 BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
   for (std::int64_t n : kSizes)
     for (int kind = 0; kind < 3; ++kind) {
@@ -152,41 +55,14 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
       qat::quant::detail::ste_run<float>(dy.data(), m.data(), ref.data(), n);
       for_each_isa([&](cpu::Isa) {
         BOOST_TEST_CONTEXT("n " << n << " mask kind " << kind) {
-          F g = dy;
+          F g = dy, dx(n, 7.0f);
           k::masked_zero(g.data(), m.data(), n);
+          k::masked_copy(dy.data(), m.data(), dx.data(), n);
           expect_bits(g, ref, "masked_zero");
+          expect_bits(dx, ref, "masked_copy");
         }
       });
     }
-}
-
-BOOST_AUTO_TEST_CASE(fake_quant_rows_matches_reference) {
-  for (std::int64_t cols : {1, 3, 17, 33}) {
-    const std::int64_t rows = 5;
-    F inv(cols), s(cols), z(cols);
-    std::vector<std::int32_t> zi(cols);
-    for (std::int64_t c = 0; c < cols; ++c) {
-      s[c] = 0.01f * static_cast<float>(c + 1);
-      inv[c] = 1.0f / s[c];
-      zi[c] = static_cast<std::int32_t>(c % 7) - 3;
-      z[c] = static_cast<float>(zi[c]);
-    }
-    const F x = data(rows * cols, 0.05f, -128, 127, 11);
-    F ref(rows * cols);
-    U8 mref(rows * cols);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        qat::quant::detail::fq_run<float>(&x[r * cols + c], &ref[r * cols + c], &mref[r * cols + c], 1,
-                                          s[c], zi[c], -128, 127);
-    for_each_isa([&](cpu::Isa) {
-      F y(rows * cols);
-      U8 m(rows * cols);
-      k::fake_quant_rows(x.data(), y.data(), m.data(), rows, cols, inv.data(), s.data(), z.data(), -128,
-                         127);
-      expect_bits(y, ref, "rows y");
-      BOOST_TEST(m == mref, boost::test_tools::per_element());
-    });
-  }
 }
 
 // The per-element LSQ terms in float32 (PyTorch's order), the reference for lsq_backward.
@@ -371,6 +247,24 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
             BOOST_TEST(cmin[c] == a);
             BOOST_TEST(cmax[c] == b);
           }
+          // run-wise: 3 runs of n, x then its negation then x again (signs of zeros swapped)
+          F xs(rows * n);
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < n; ++c) xs[r * n + c] = r == 1 ? -x[c] : x[c];
+          F rmin(rows), rmax(rows);
+          bool bad3 = false;
+          k::min_max_runs(xs.data(), rows, n, rmin.data(), rmax.data(), &bad3);
+          BOOST_TEST(bad3 == (special >= 1 && special <= 3));
+          for (std::int64_t r = 0; r < rows && !bad3; ++r) {
+            float a, b;
+            bool unused = false;
+            k::min_max(xs.data() + r * n, n, &a, &b, &unused);
+            BOOST_TEST(rmin[r] == a);
+            BOOST_TEST(rmax[r] == b);
+            BOOST_TEST(std::signbit(rmin[r]) == std::signbit(a));
+            BOOST_TEST(std::signbit(rmax[r]) == std::signbit(b));
+          }
+          BOOST_TEST((bad3 || (rmin[0] == mn_ref && std::signbit(rmin[0]) == std::signbit(mn_ref))));
         }
       });
     }

@@ -38,10 +38,14 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
 /// The backward runs on the mask's device (CPU kernels or kernels::cuda::masked_copy).
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask);
 
+/// The same for float32 with a bit mask (kernels::fake_quant's: element i at bit i % 8 of byte
+/// i / 8), as fake_quant_f32 writes it.
+void record_ste_bits(Tensor& out, const char* name, const Tensor& x, Tensor mask_bits);
+
 /// fq_run over a float32 tensor laid out as `layout` (scale / zp per parameter), with the
 /// dispatched kernels: one call per run, or per row of [outer, len * inner] when the
-/// parameter axis is (nearly) innermost and runs would be short.
-void fake_quant_f32(const float* x, float* y, std::uint8_t* mask, const Layout& layout,
+/// parameter axis is (nearly) innermost and runs would be short. The mask as bits (may be null).
+void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Layout& layout,
                     const float* scale, const std::int32_t* zero_point, std::int64_t qmin,
                     std::int64_t qmax);
 

@@ -5,64 +5,153 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <bit>
+
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/common-inl.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
+static_assert(std::endian::native == std::endian::little, "mask words are stored as bytes");
 
 // q = round(x inv) + z;  c = clamp(q, lo, hi);  mask = [lo <= q <= hi] = [c == q];
 // y = (c - z) s. The clamp is Max(q, lo) then Min(., hi): q > lo ? q : lo, c < hi ? c : hi on
 // every target (see minmax.cpp Fold), so NaN maps to lo as in PyTorch, with mask 0.
-HWY_INLINE void FqStep(const float* x, float* y, std::uint8_t* m, VF inv, VF s, VF z, VF lo, VF hi) {
+HWY_INLINE MF FqVec(const float* x, float* y, VF inv, VF s, VF z, VF lo, VF hi) {
   const DF df;
   const VF q = hn::Add(RoundEven(hn::Mul(hn::LoadU(df, x), inv)), z);
   const VF c = hn::Min(hn::Max(q, lo), hi);
-  if (m != nullptr) StoreMaskBytes(hn::Eq(c, q), m);
   hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
+  return hn::Eq(c, q);
 }
 
-void FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
-               std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+// A vector's mask as bits, lane j at bit j.
+HWY_INLINE std::uint64_t MaskBits(MF m) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::AllTrue(DF(), m) ? 1 : 0;
+#endif
+  std::uint8_t b[8] = {};
+  hn::StoreMaskBits(DF(), m, b);
+  std::uint64_t v;
+  std::memcpy(&v, b, sizeof v);
+  return v;
+}
+
+// Bits [p, p + count) of the bit mask (element i: bit i % 8 of byte i / 8) = v's bits [0, count);
+// the other bits of the bytes touched are kept.
+HWY_INLINE void WriteBits(std::uint8_t* bits, std::int64_t p, std::uint64_t v, std::int64_t count) {
+  if ((p & 7) == 0 && (count & 7) == 0) {  // whole bytes (little-endian: bit j in byte j / 8)
+    std::memcpy(bits + p / 8, &v, static_cast<std::size_t>(count / 8));
+    return;
+  }
+  const std::int64_t end = p + count;
+  for (std::int64_t b = p >> 3; b <= (end - 1) >> 3; ++b) {
+    const std::int64_t from = std::max(p, b * 8), to = std::min(end, b * 8 + 8);
+    const unsigned field = (1u << (to - from)) - 1, at = static_cast<unsigned>(from - b * 8);
+    const auto put = static_cast<unsigned>((v >> (from - p)) & field) << at;
+    bits[b] = static_cast<std::uint8_t>((bits[b] & ~(field << at)) | put);
+  }
+}
+
+struct FqConsts {
+  VF inv, s, z, lo, hi;
+};
+
+// 64 elements (64 / kNF vectors); their mask bits, element j at bit j.
+HWY_INLINE std::uint64_t Fq64(const float* x, float* y, const FqConsts& k) {
+  std::uint64_t m = 0;
+  for (std::int64_t j = 0; j < 64; j += kNF)
+    m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+  return m;
+}
+
+// count <= 64 elements: whole vectors, then the last partial one through a buffer (the same
+// vector code); mask bits written from p (bits null: none).
+HWY_INLINE void FqPartial(const float* x, float* y, std::uint8_t* bits, std::int64_t p,
+                          std::int64_t count, const FqConsts& k) {
+  std::uint64_t m = 0;
+  std::int64_t j = 0;
+  for (; j + kNF <= count; j += kNF)
+    m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+  if (j < count) {
+    float xb[kNF] = {}, yb[kNF];
+    std::memcpy(xb, x + j, (count - j) * sizeof(float));
+    m |= MaskBits(FqVec(xb, yb, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+    std::memcpy(y + j, yb, (count - j) * sizeof(float));
+  }
+  if (bits != nullptr) WriteBits(bits, p, m, count);
+}
+
+HWY_INLINE FqConsts Consts(float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   const DF df;
-  const VF inv = hn::Set(df, 1.0f / scale), s = hn::Set(df, scale),
-           z = hn::Set(df, static_cast<float>(zp));
-  const VF lo = hn::Set(df, static_cast<float>(qmin)), hi = hn::Set(df, static_cast<float>(qmax));
-  std::int64_t i = 0;
-  for (; i + kNF <= n; i += kNF) FqStep(x + i, y + i, mask ? mask + i : nullptr, inv, s, z, lo, hi);
-  if (kNF == 1 || i == n) return;
-  float xb[kNF] = {}, yb[kNF];
-  std::uint8_t mb[kNF];
-  std::memcpy(xb, x + i, (n - i) * sizeof(float));
-  FqStep(xb, yb, mb, inv, s, z, lo, hi);
-  std::memcpy(y + i, yb, (n - i) * sizeof(float));
-  if (mask != nullptr) std::memcpy(mask + i, mb, n - i);
+  FqConsts k;
+  k.inv = hn::Set(df, 1.0f / scale), k.s = hn::Set(df, scale), k.z = hn::Set(df, static_cast<float>(zp));
+  k.lo = hn::Set(df, static_cast<float>(qmin)), k.hi = hn::Set(df, static_cast<float>(qmax));
+  return k;
 }
 
-void FakeQuantRows(const float* x, float* y, std::uint8_t* mask, std::int64_t rows, std::int64_t cols,
+HWY_INLINE void FqRun(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
+                      const FqConsts& k) {
+  if (bits == nullptr) {
+    std::int64_t i = 0;
+    for (; i + kNF <= n; i += kNF) FqVec(x + i, y + i, k.inv, k.s, k.z, k.lo, k.hi);
+    if (i < n) FqPartial(x + i, y + i, nullptr, 0, n - i, k);
+    return;
+  }
+  // a head up to the next whole byte of the mask, then 64 elements (8 bytes) at a time
+  std::int64_t i = std::min(n, (8 - (first & 7)) & 7);
+  if (i > 0) FqPartial(x, y, bits, first, i, k);
+  for (; i + 64 <= n; i += 64) {
+    const std::uint64_t m = Fq64(x + i, y + i, k);
+    std::memcpy(bits + (first + i) / 8, &m, sizeof m);
+  }
+  if (i < n) FqPartial(x + i, y + i, bits, first + i, n - i, k);
+}
+
+void FakeQuant(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
+               float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+  FqRun(x, y, bits, first, n, Consts(scale, zp, qmin, qmax));
+}
+
+void FakeQuantRuns(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t runs,
+                   std::int64_t n, const float* scale, const std::int32_t* zp, std::int64_t qmin,
+                   std::int64_t qmax) {
+  for (std::int64_t r = 0; r < runs; ++r)
+    FqRun(x + r * n, y + r * n, bits, first + r * n, n, Consts(scale[r], zp[r], qmin, qmax));
+}
+
+void FakeQuantRows(const float* x, float* y, std::uint8_t* bits, std::int64_t rows, std::int64_t cols,
                    const float* inv, const float* scale, const float* zp, std::int64_t qmin,
                    std::int64_t qmax) {
   const DF df;
   const VF lo = hn::Set(df, static_cast<float>(qmin)), hi = hn::Set(df, static_cast<float>(qmax));
   const std::int64_t full = cols / kNF * kNF;
   float ib[kNF] = {}, sb[kNF] = {}, zb[kNF] = {}, xb[kNF] = {}, yb[kNF];
-  std::uint8_t mb[kNF];
   std::memcpy(ib, inv + full, (cols - full) * sizeof(float));
   std::memcpy(sb, scale + full, (cols - full) * sizeof(float));
   std::memcpy(zb, zp + full, (cols - full) * sizeof(float));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    std::uint8_t* mr = mask ? mask + r * cols : nullptr;
-    for (std::int64_t c = 0; c < full; c += kNF)
-      FqStep(xr + c, yr + c, mr ? mr + c : nullptr, hn::LoadU(df, inv + c), hn::LoadU(df, scale + c),
-             hn::LoadU(df, zp + c), lo, hi);
-    if (kNF == 1 || full == cols) continue;
-    std::memcpy(xb, xr + full, (cols - full) * sizeof(float));
-    FqStep(xb, yb, mb, hn::LoadU(df, ib), hn::LoadU(df, sb), hn::LoadU(df, zb), lo, hi);
-    std::memcpy(yr + full, yb, (cols - full) * sizeof(float));
-    if (mr != nullptr) std::memcpy(mr + full, mb, cols - full);
+    // the row in chunks of 64 columns, each chunk's bits written at once
+    for (std::int64_t c0 = 0; c0 < cols; c0 += 64) {
+      const std::int64_t c1 = std::min(cols, c0 + 64);
+      std::uint64_t m = 0;
+      for (std::int64_t c = c0; c < c1; c += kNF) {
+        if (c + kNF <= full || kNF == 1) {
+          m |= MaskBits(FqVec(xr + c, yr + c, hn::LoadU(df, inv + c), hn::LoadU(df, scale + c),
+                              hn::LoadU(df, zp + c), lo, hi))
+               << (c - c0);
+          continue;
+        }
+        std::memcpy(xb, xr + c, (cols - c) * sizeof(float));
+        m |= MaskBits(FqVec(xb, yb, hn::LoadU(df, ib), hn::LoadU(df, sb), hn::LoadU(df, zb), lo, hi))
+             << (c - c0);
+        std::memcpy(yr + c, yb, (cols - c) * sizeof(float));
+      }
+      if (bits != nullptr) WriteBits(bits, r * cols + c0, m, c1 - c0);
+    }
   }
 }
 
@@ -96,6 +185,47 @@ void MaskedZero(float* g, const std::uint8_t* mask, std::int64_t n) {
   }
   for (; i < n; ++i)
     if (mask[i] == 0) g[i] = 0.0f;
+}
+
+// Lanes from bits: lane j = bit j of v.
+HWY_INLINE MF MaskFromBits(std::uint64_t v) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::FirstN(DF(), static_cast<std::size_t>(v & 1));
+#endif
+  std::uint8_t b[8];
+  std::memcpy(b, &v, sizeof v);
+  return hn::LoadMaskBits(DF(), b);
+}
+
+// 64 elements: out = bit j of w ? in : 0.
+HWY_INLINE void SelectBits64(const float* in, std::uint64_t w, float* out) {
+  const DF df;
+  for (std::int64_t j = 0; j < 64; j += kNF)
+    hn::StoreU(hn::IfThenElseZero(MaskFromBits(w >> j), hn::LoadU(df, in + j)), df, out + j);
+}
+
+HWY_INLINE std::uint64_t LoadWord(const std::uint8_t* bits) {
+  std::uint64_t w;
+  std::memcpy(&w, bits, sizeof w);
+  return w;
+}
+
+void MaskedCopyBits(const float* dy, const std::uint8_t* bits, float* dx, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64) SelectBits64(dy + i, LoadWord(bits + i / 8), dx + i);
+  for (; i < n; ++i) dx[i] = (bits[i >> 3] >> (i & 7)) & 1 ? dy[i] : 0.0f;
+}
+
+// g = bit ? g : 0 in place; groups of 64 whose bits are all set are left alone. Vector loads
+// and stores even for a single clear bit: g is seldom in L1 here, and stores alone would wait
+// for their lines one by one where the loads fetch them ahead.
+void MaskedZeroBits(float* g, const std::uint8_t* bits, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    if (const std::uint64_t w = LoadWord(bits + i / 8); w != ~std::uint64_t{0})
+      SelectBits64(g + i, w, g + i);
+  for (; i < n; ++i)
+    if (!((bits[i >> 3] >> (i & 7)) & 1)) g[i] = 0.0f;
 }
 
 struct AmaxConsts {
@@ -184,25 +314,40 @@ namespace qat::quant::kernels {
 
 HWY_EXPORT(FakeQuant);
 HWY_EXPORT(FakeQuantRows);
+HWY_EXPORT(FakeQuantRuns);
 HWY_EXPORT(MaskedCopy);
 HWY_EXPORT(MaskedZero);
+HWY_EXPORT(MaskedCopyBits);
+HWY_EXPORT(MaskedZeroBits);
 HWY_EXPORT(AmaxForward);
 HWY_EXPORT(AmaxBackward);
 
-void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
-                std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
-  QAT_DISPATCH(FakeQuant)(x, y, mask, n, scale, zp, qmin, qmax);
+void fake_quant(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first, std::int64_t n,
+                float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+  QAT_DISPATCH(FakeQuant)(x, y, mask_bits, first, n, scale, zp, qmin, qmax);
 }
-void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t rows, std::int64_t cols,
-                     const float* inv_scale, const float* scale, const float* zp, std::int64_t qmin,
-                     std::int64_t qmax) {
-  QAT_DISPATCH(FakeQuantRows)(x, y, mask, rows, cols, inv_scale, scale, zp, qmin, qmax);
+void fake_quant_runs(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first,
+                     std::int64_t runs, std::int64_t n, const float* scale, const std::int32_t* zp,
+                     std::int64_t qmin, std::int64_t qmax) {
+  QAT_DISPATCH(FakeQuantRuns)(x, y, mask_bits, first, runs, n, scale, zp, qmin, qmax);
+}
+void fake_quant_rows(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t rows,
+                     std::int64_t cols, const float* inv_scale, const float* scale, const float* zp,
+                     std::int64_t qmin, std::int64_t qmax) {
+  QAT_DISPATCH(FakeQuantRows)(x, y, mask_bits, rows, cols, inv_scale, scale, zp, qmin, qmax);
 }
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
   QAT_DISPATCH(MaskedCopy)(dy, mask, dx, n);
 }
 void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n) {
   QAT_DISPATCH(MaskedZero)(g, mask, n);
+}
+
+void masked_copy_bits(const float* dy, const std::uint8_t* mask_bits, float* dx, std::int64_t n) {
+  QAT_DISPATCH(MaskedCopyBits)(dy, mask_bits, dx, n);
+}
+void masked_zero_bits(float* g, const std::uint8_t* mask_bits, std::int64_t n) {
+  QAT_DISPATCH(MaskedZeroBits)(g, mask_bits, n);
 }
 void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
                   bool is_signed, std::int64_t qmin, std::int64_t qmax) {

@@ -16,14 +16,26 @@
 namespace qat::quant::kernels {
 
 /// q = round_half_even(x * (1/scale)) + zp (1/scale rounded to float); y = (clamp(q, qmin,
-/// qmax) - zp) * scale; mask = [qmin <= q <= qmax] (skipped when null). NaN -> qmin.
-void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
-                std::int32_t zp, std::int64_t qmin, std::int64_t qmax);
+/// qmax) - zp) * scale; mask = [qmin <= q <= qmax]. NaN -> qmin. The mask is a bit mask of the
+/// whole tensor (element i: bit i % 8 of byte i / 8) in which x is element `first`: bits
+/// [first, first + n) are written, the others kept (null: none).
+void fake_quant(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first, std::int64_t n,
+                float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax);
+/// fake_quant of `runs` consecutive runs of n elements, run r with scale[r], zp[r]: the rows of
+/// a weight in one call (mask bits [first, first + runs * n)).
+void fake_quant_runs(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t first,
+                     std::int64_t runs, std::int64_t n, const float* scale, const std::int32_t* zp,
+                     std::int64_t qmin, std::int64_t qmax);
 /// The same for `rows` rows of `cols` elements, element (r, c) with inv_scale[c] = 1/scale[c],
 /// scale[c], zp[c] (float holding the integer zero point): parameters along the innermost axis.
-void fake_quant_rows(const float* x, float* y, std::uint8_t* mask, std::int64_t rows, std::int64_t cols,
-                     const float* inv_scale, const float* scale, const float* zp, std::int64_t qmin,
-                     std::int64_t qmax);
+/// Mask bits [0, rows * cols).
+void fake_quant_rows(const float* x, float* y, std::uint8_t* mask_bits, std::int64_t rows,
+                     std::int64_t cols, const float* inv_scale, const float* scale, const float* zp,
+                     std::int64_t qmin, std::int64_t qmax);
+/// The straight-through estimator on a bit mask (as fake_quant writes): dx = bit i ? dy : 0,
+/// and in place g = bit i ? g : 0.
+void masked_copy_bits(const float* dy, const std::uint8_t* mask_bits, float* dx, std::int64_t n);
+void masked_zero_bits(float* g, const std::uint8_t* mask_bits, std::int64_t n);
 /// dx = mask ? dy : 0 (the straight-through estimator).
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
 /// g = mask ? g : 0 in place (the same values as masked_copy), reading only the mask where it
@@ -77,6 +89,9 @@ void nvfp4_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t
 /// Min and max of n > 0 floats, NaN skipped, -0 counted below +0 (so the result does not depend
 /// on the order). Sets *bad if any value is NaN or +-inf.
 void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad);
+/// min_max of each of `runs` consecutive runs of n > 0 floats into mn[r], mx[r] (one call for
+/// the rows of a weight); *bad as min_max, for any run.
+void min_max_runs(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad);
 /// Column-wise over a [rows, cols] block: mn[c] = min(mn[c], x[r, c]) for r in order (likewise
 /// mx), NaN skipped, *bad set on NaN or +-inf. mn / mx hold the running values.
 void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad);

@@ -90,6 +90,50 @@ void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   *bad = *bad || any || a == -inf || b == inf;
 }
 
+// Each of `runs` runs of n: MinMax with the lanes reduced in registers (no NaN reaches the
+// accumulators, so any order gives the same value; a zero's sign is fixed as in MinMax).
+void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad) {
+  const DF df;
+  constexpr float inf = __builtin_inff();
+  MF nan = hn::FirstN(df, 0);
+  bool any = false;
+  for (std::int64_t r = 0; r < runs; ++r) {
+    const float* xr = x + r * n;
+    VF lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      lo[j] = hn::Set(df, inf);
+      hi[j] = hn::Set(df, -inf);
+    }
+    std::int64_t i = 0;
+    for (; i + 4 * kNF <= n; i += 4 * kNF) {
+      // a weight comes from L3 at the start of a step: fetch 4 KB ahead, across the rows
+      for (std::int64_t b = 0; b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
+        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(xr + i + b + 1024);
+      for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, xr + i + j * kNF), lo[j], hi[j], nan);
+    }
+    for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, xr + i), lo[0], hi[0], nan);
+    const VF l = hn::Min(hn::Min(lo[0], lo[1]), hn::Min(lo[2], lo[3]));
+    const VF h = hn::Max(hn::Max(hi[0], hi[1]), hn::Max(hi[2], hi[3]));
+    float a = hn::GetLane(hn::MinOfLanes(df, l)), b = hn::GetLane(hn::MaxOfLanes(df, h));
+    for (; i < n; ++i) {  // the tail
+      const float v = xr[i];
+      a = v < a ? v : a;
+      b = v > b ? v : b;
+      any = any || v != v;
+    }
+    if (a == 0 || b == 0) {
+      bool neg0 = false, pos0 = false;
+      ZeroSigns(xr, n, neg0, pos0);
+      if (a == 0) a = neg0 ? -0.0f : 0.0f;
+      if (b == 0) b = pos0 ? 0.0f : -0.0f;
+    }
+    mn[r] = a;
+    mx[r] = b;
+    any = any || a == -inf || b == inf;
+  }
+  *bad = *bad || any || !hn::AllFalse(df, nan);
+}
+
 void MinMaxRows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad) {
   const DF df;
   constexpr float inf = __builtin_inff();
@@ -137,6 +181,7 @@ namespace qat::quant::kernels {
 
 HWY_EXPORT(MinMax);
 HWY_EXPORT(MinMaxRows);
+HWY_EXPORT(MinMaxRuns);
 
 void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   QAT_DISPATCH(MinMax)(x, n, mn, mx, bad);
@@ -144,6 +189,9 @@ void min_max(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
 void min_max_rows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx,
                   bool* bad) {
   QAT_DISPATCH(MinMaxRows)(x, rows, cols, mn, mx, bad);
+}
+void min_max_runs(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad) {
+  QAT_DISPATCH(MinMaxRuns)(x, runs, n, mn, mx, bad);
 }
 
 }  // namespace qat::quant::kernels
