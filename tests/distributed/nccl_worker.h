@@ -25,23 +25,11 @@
 #include "framework/nn/nn.h"
 #include "modules/quant/quant.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/distributed/free_port.h"
 
 namespace qat::test {
 
 inline std::string self_path;  // argv[0]
-
-/// A free TCP port on loopback (bound then released).
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 /// Equal values, compared in double (any dtype, any device).
 inline bool same_values(const Tensor& a, const Tensor& b) {

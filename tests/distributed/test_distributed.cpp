@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "framework/distributed/process_group.h"
+#include "free_port.h"
 
 namespace {
 
@@ -35,19 +36,6 @@ struct RankResult {
   double seconds = 0;
 };
 
-// A free TCP port on loopback (bound then released; the job binds it right after).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 using EnvFn = std::function<std::map<std::string, std::string>(int rank)>;
 
 // Starts `world` processes `argv` (rank r with RANK=r, WORLD_SIZE, MASTER_ADDR/PORT and what
@@ -55,7 +43,7 @@ using EnvFn = std::function<std::map<std::string, std::string>(int rank)>;
 // after rank 0 has exited.
 std::vector<RankResult> launch(const std::vector<std::string>& argv, int world, const EnvFn& env = {},
                                double limit_s = 120, double grace_s = 1e9) {
-  const int port = free_port();
+  const int port = qat::test::free_port();
   std::vector<pid_t> pids(world);
   std::vector<std::string> logs(world);
   std::vector<RankResult> results(world);
@@ -428,7 +416,7 @@ BOOST_AUTO_TEST_CASE(mpirun_launches_the_same_job) {
   const std::string log = "/tmp/qat-dist-mpirun-" + std::to_string(::getpid()) + ".log";
   const std::string cmd =
       std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MASTER_PORT=") +
-      std::to_string(free_port()) + " timeout 120 mpirun --oversubscribe -np 2 " + QAT_CNN_QAT +
+      std::to_string(qat::test::free_port()) + " timeout 120 mpirun --oversubscribe -np 2 " + QAT_CNN_QAT +
       " --distributed --epochs 1 --train-limit 1024 --test-limit 200 --json > " + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
