@@ -67,6 +67,19 @@ __global__ void partial_min_max_kernel(const float* x, i64 len, i64 inner, i64 m
 
 // Block c: folds range c's partials, updates its statistics and qparams (unless the batch held
 // NaN / inf: then block 0 counts it), then, with y, fake-quantizes range c's elements.
+// Range c's min / max over its `splits` partials, in a fixed tree (every thread of the block
+// takes part; the result is in thread 0's lo / hi).
+__device__ void fold_partials(i64 c, i64 splits, const float* part_min, const float* part_max,
+                              float& lo, float& hi) {
+  lo = INFINITY, hi = -INFINITY;
+  int bad = 0;
+  for (i64 k = threadIdx.x; k < splits; k += blockDim.x) {
+    lo = obs::min_z(part_min[c * splits + k], lo);
+    hi = obs::max_z(part_max[c * splits + k], hi);
+  }
+  block_min_max(lo, hi, bad);
+}
+
 __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 len, i64 inner, i64 m,
                               i64 splits, const float* part_min, const float* part_max,
                               const int* any_bad, ObserveArgs a, obs::QRange r) {
@@ -74,13 +87,8 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 
   __shared__ float s_scale;
   __shared__ std::int32_t s_zp;
   if (flag_on(a.observer_enabled)) {
-    float lo = INFINITY, hi = -INFINITY;
-    int bad = 0;
-    for (i64 k = threadIdx.x; k < splits; k += blockDim.x) {
-      lo = obs::min_z(part_min[c * splits + k], lo);
-      hi = obs::max_z(part_max[c * splits + k], hi);
-    }
-    block_min_max(lo, hi, bad);
+    float lo, hi;
+    fold_partials(c, splits, part_min, part_max, lo, hi);
     if (threadIdx.x == 0) {
       if (*any_bad) {
         if (c == 0) ++*a.nonfinite_batches;
@@ -116,13 +124,8 @@ __global__ void pack_ranges_kernel(i64 len, i64 splits, const float* part_min, c
                                    float* packed) {
   if (!flag_on(observer_enabled)) return;
   const i64 c = blockIdx.x;
-  float lo = INFINITY, hi = -INFINITY;
-  int bad = 0;
-  for (i64 k = threadIdx.x; k < splits; k += blockDim.x) {
-    lo = obs::min_z(part_min[c * splits + k], lo);
-    hi = obs::max_z(part_max[c * splits + k], hi);
-  }
-  block_min_max(lo, hi, bad);
+  float lo, hi;
+  fold_partials(c, splits, part_min, part_max, lo, hi);
   if (threadIdx.x == 0) {
     packed[c] = lo, packed[len + c] = -hi;
     if (c == 0) packed[2 * len] = *any_bad ? -1.0f : 0.0f;
