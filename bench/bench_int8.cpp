@@ -74,10 +74,13 @@ struct TorchRow {
   std::string engine;
   double fp32 = 0, int8 = 0;
 };
-std::map<std::pair<std::string, std::int64_t>, TorchRow> run_torch(
-    const std::vector<std::int64_t>& batches, std::string* why) {
-  std::map<std::pair<std::string, std::int64_t>, TorchRow> best;
-  std::string cmd = "/usr/bin/python3 " QAT_SOURCE_DIR "/bench/torch_int8.py";
+using TorchRows = std::map<std::pair<std::string, std::int64_t>, TorchRow>;
+// PyTorch on the instruction set of `isa` (bench/torch_env.sh caps oneDNN and ATen there), the
+// way it runs on a CPU that has nothing above it.
+TorchRows run_torch(cpu::Isa isa, const std::vector<std::int64_t>& batches, std::string* why) {
+  TorchRows best;
+  std::string cmd = QAT_SOURCE_DIR "/bench/torch_env.sh " + std::string(cpu::isa_name(isa)) +
+                    " /usr/bin/python3 " QAT_SOURCE_DIR "/bench/torch_int8.py";
   for (auto b : batches) cmd += " " + std::to_string(b);
   cmd += " 2>/dev/null";
   FILE* f = popen(cmd.c_str(), "r");
@@ -179,11 +182,13 @@ int print_rows(bool torch) {
   std::printf("ROW int8_cnn_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", t32 / t8,
               cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
   std::string why = "--no-torch";
-  const auto rows = torch ? run_torch({64}, &why) : decltype(run_torch({64}, &why)){};
+  const auto rows = torch ? run_torch(cpu::isa(), {64}, &why) : TorchRows{};
   const auto it = rows.find({"cnn", 64});
   if (it != rows.end())
-    std::printf("ROW int8_cnn_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %.2fms)\n",
-                it->second.int8 / t8, t8 * 1e3, it->second.engine.c_str(), it->second.int8 * 1e3);
+    std::printf(
+        "ROW int8_cnn_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %s %.2fms)\n",
+        it->second.int8 / t8, t8 * 1e3, it->second.engine.c_str(), cpu::isa_name(cpu::isa()),
+        it->second.int8 * 1e3);
   else
     std::printf("ROW int8_cnn_vs_torch skipped (%s)\n", why.c_str());
   return 0;
@@ -244,9 +249,10 @@ int main(int argc, char** argv) {
 
   // (b) + (c) models
   const std::vector<std::int64_t> batches{64, 1000};
-  std::string why;
-  const auto torch_rows = torch ? run_torch(batches, &why) : decltype(run_torch(batches, &why)){};
-  if (!torch) why = "--no-torch";
+  std::string why = "--no-torch";
+  std::map<cpu::Isa, TorchRows> torch_rows;
+  for (cpu::Isa isa : paths)
+    if (torch) torch_rows[isa] = run_torch(isa, batches, &why);
   std::printf(
       "\n(b) converted int8 model vs our fp32 model, (c) vs PyTorch %s int8 (best engine), 1 thread\n",
       "1.13");
@@ -290,8 +296,8 @@ int main(int argc, char** argv) {
             std::printf("    %-10s %-20s %9.1f us\n", name.c_str(), child->type_name().c_str(), t * 1e6);
           }
         }
-        const auto it = torch_rows.find({m.name, batch});
-        if (it != torch_rows.end())
+        const auto it = torch_rows[isa].find({m.name, batch});
+        if (it != torch_rows[isa].end())
           std::printf(" %8.1f us %-8s %9.2fx\n", it->second.int8 * 1e6, it->second.engine.c_str(),
                       it->second.int8 / t8);
         else
@@ -299,11 +305,14 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("\nkernels: %s; x > 1 means ours is faster. PyTorch fp32 for the record:",
-              cpu::describe().c_str());
-  for (const auto& [key, row] : torch_rows)
-    std::printf(" %s/%lld %.1f us;", key.first.c_str(), static_cast<long long>(key.second),
-                row.fp32 * 1e6);
+  std::printf(
+      "\nkernels: %s; x > 1 means ours is faster. PyTorch runs on each path's instruction set "
+      "(bench/torch_env.sh); its fp32 for the record:",
+      cpu::describe().c_str());
+  for (const auto& [isa, rows] : torch_rows)
+    for (const auto& [key, row] : rows)
+      std::printf(" %s %s/%lld %.1f us;", cpu::isa_name(isa), key.first.c_str(),
+                  static_cast<long long>(key.second), row.fp32 * 1e6);
   std::printf("\n");
   return 0;
 }

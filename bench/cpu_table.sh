@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 9's table: every speed figure of the CPU paths as a ratio to its reference, measured in
 # this run, for the AVX2 path, the AVX-512 path and the best path this CPU has (QAT_CPU selects the kernels of the
-# same binary). 1 thread unless said otherwise.
+# same binary). 1 thread unless said otherwise. PyTorch runs on the same instruction set as each
+# path (bench/torch_env.sh caps oneDNN and ATen), as it would on a CPU without the sets above it.
 #   bench/cpu_table.sh [BUILD_DIR]    env: PATHS ("avx2 avx512 best"), EPOCHS (1), SKIP_DEMO=1
 set -euo pipefail
 build=${1:-build}
@@ -24,15 +25,16 @@ ours() {  # ours MODEL MODE PATH [THREADS] -> JSON line
   QAT_CPU=$3 "$build/examples/${1}_qat" --mode "$2" --epochs "$epochs" --threads "${4:-1}" \
     --schedule none --json 2>/dev/null | tail -n 1
 }
-torch_s() {  # torch_s MODEL MODE -> seconds per epoch
+torch_s() {  # torch_s MODEL MODE PATH -> seconds per epoch
   [ $have_torch = 1 ] || { echo ""; return; }
-  /usr/bin/python3 "$ref" "$1" "$2" "$epochs" 1 2>/dev/null | awk '/train_s_per_epoch/ {print $NF}'
+  "$(dirname "$0")/torch_env.sh" "$3" /usr/bin/python3 "$ref" "$1" "$2" "$epochs" 1 2>/dev/null |
+    awk '/train_s_per_epoch/ {print $NF}'
 }
 
 declare -A row
-t_cnn_fp32=$(torch_s cnn fp32)
-t_cnn_qat=$(torch_s cnn qat)
 for p in $paths; do
+  t_cnn_fp32=$(torch_s cnn fp32 "$p")
+  t_cnn_qat=$(torch_s cnn qat "$p")
   cnn_fp32=$(field "$(ours cnn fp32 "$p")" train_s_per_epoch)
   cnn_qat=$(field "$(ours cnn qat "$p")" train_s_per_epoch)
   mlp_fp32=$(field "$(ours mlp fp32 "$p")" train_s_per_epoch)

@@ -156,6 +156,26 @@ std::string describe() {
   return out + ")";
 }
 
+namespace {
+std::atomic<int>& direct_conv_state() {  // -1: not read from the environment yet
+  static std::atomic<int> on{-1};
+  return on;
+}
+}  // namespace
+
+bool direct_conv() {
+  std::atomic<int>& on = direct_conv_state();
+  int v = on.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("QAT_CONV_DIRECT");
+    v = env != nullptr && std::string(env) == "0" ? 0 : 1;
+    on.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void set_direct_conv(bool on) { direct_conv_state().store(on ? 1 : 0, std::memory_order_relaxed); }
+
 namespace detail {
 void ensure_initialized() {
   State& s = state();

@@ -52,6 +52,13 @@ class IsaGuard {
   Isa previous_;
 };
 
+/// Whether conv2d on float32 CPU tensors takes the direct forward kernel for few taps per output
+/// (C kh kw <= 32 with column stride 1: a CNN's first layer) instead of a GEMM over the im2col
+/// matrix: on unless QAT_CONV_DIRECT=0 or set_direct_conv(false) (tests and benchmarks compare
+/// the two). The two agree within float tolerance; each gives the same bits for any thread count.
+bool direct_conv();
+void set_direct_conv(bool on);
+
 namespace detail {
 /// Applies the environment's choice once (called by QAT_DISPATCH before every kernel call).
 void ensure_initialized();

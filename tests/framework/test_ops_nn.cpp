@@ -11,6 +11,7 @@
 #include "common/golden.h"
 #include "common/gradcheck.h"
 #include "framework/autograd/ops.h"
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 
@@ -210,6 +211,66 @@ BOOST_AUTO_TEST_CASE(conv2d_golden) {
     }
   }
   BOOST_TEST(n == 6);
+}
+
+// The direct forward for few taps per output (kernels/cpu/conv_direct.h) on the current kernel
+// path against float64, next to the GEMM path (cpu::set_direct_conv(false)): odd widths (row
+// tails), channel counts that leave block tails, dilation, row stride, groups, no bias; the
+// gradients beside it (GEMMs either way); the same bits at 1 and 2 threads.
+BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
+  struct Config {
+    const char* name;
+    Shape x, w;
+    Conv2dParams p;
+    bool bias;
+  };
+  const Config configs[] = {
+      {"fmnist_conv1", {3, 1, 28, 28}, {16, 1, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},
+      {"odd_width_tails", {2, 1, 9, 37}, {7, 1, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {"rgb_3x3_row_stride",
+       {2, 3, 11, 19},
+       {5, 3, 3, 3},
+       conv_params({2, 1}, {1, 0}, {1, 1}, 1),
+       false},
+      {"dilated_wide", {1, 2, 8, 70}, {9, 2, 2, 4}, conv_params({1, 1}, {0, 3}, {2, 2}, 1), true},
+      {"groups_2", {2, 4, 6, 13}, {6, 2, 3, 2}, conv_params({1, 1}, {1, 0}, {1, 1}, 2), true},
+      {"one_column", {2, 1, 5, 1}, {3, 1, 3, 1}, conv_params({1, 1}, {1, 0}, {1, 1}, 1), true},
+  };
+  std::uint64_t seed = 900;
+  for (const Config& c : configs) {
+    const Tensor x64 = rand_double(c.x, seed++).detach(), w64 = rand_double(c.w, seed++).detach();
+    const Tensor b64 = c.bias ? rand_double(Shape{c.w[0]}, seed++).detach() : Tensor();
+    Tensor xr = x64.clone(), wr = w64.clone().requires_grad_(),
+           br = c.bias ? b64.clone().requires_grad_() : Tensor();
+    Tensor yr = conv2d(xr, wr, br, c.p);
+    const Tensor g64 = rand_double(yr.shape(), seed++).detach();
+    yr.backward(g64);
+    struct Out {
+      Tensor y, dw, db;
+    };
+    auto run = [&](bool direct, int threads) {
+      const int saved = get_num_threads();
+      set_num_threads(threads);
+      cpu::set_direct_conv(direct);
+      Tensor x = x64.to(DType::Float32), w = w64.to(DType::Float32).requires_grad_();
+      Tensor b = c.bias ? b64.to(DType::Float32).requires_grad_() : Tensor();
+      Tensor y = conv2d(x, w, b, c.p);
+      y.backward(g64.to(DType::Float32));
+      cpu::set_direct_conv(true);
+      set_num_threads(saved);
+      return Out{y.detach(), w.grad(), c.bias ? b.grad() : Tensor()};
+    };
+    const Out direct = run(true, 1), direct2 = run(true, 2), gemm = run(false, 1);
+    const std::string name = std::string(c.name) + " (" + cpu::isa_name(cpu::isa()) + ")";
+    expect_close(direct.y, yr.detach(), 1e-5, name + " y");
+    expect_close(direct.dw, wr.grad(), 1e-5, name + " dW");
+    expect_close(gemm.y, yr.detach(), 1e-5, name + " y, GEMM path");
+    expect_close(gemm.dw, wr.grad(), 1e-5, name + " dW, GEMM path");
+    if (c.bias) expect_close(direct.db, br.grad(), 1e-5, name + " db");
+    BOOST_TEST(direct.y.to_vector<float>() == direct2.y.to_vector<float>(), name << ": y at 2 threads");
+    BOOST_TEST(direct.dw.to_vector<float>() == direct2.dw.to_vector<float>(),
+               name << ": dW at 2 threads");
+  }
 }
 
 // The float32 kernels (AVX-512 GEMMs reading the im2col matrix in place) against the float64

@@ -19,9 +19,12 @@
 
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
+#include "framework/kernels/cpu/conv_direct.h"
+#include "framework/kernels/cpu/reduce.h"
 #include "framework/kernels/cuda/cudnn_conv.h"
 #include "framework/kernels/cuda/kernels.h"
 #include "framework/tensor/blas.h"
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/cuda.h"
 #include "framework/tensor/dispatch.h"
 #include "framework/tensor/parallel.h"
@@ -61,6 +64,15 @@ struct ConvGeom {
   i64 ew() const { return (kw - 1) * dilation[1] - padding[1]; }
   i64 Kd() const { return Og * kh * kw; }
 };
+
+// The direct kernels (kernels/cpu/conv_direct.h): float32, few taps per output, column stride 1.
+bool direct_fits(const ConvGeom& g, DType dtype) {
+  return dtype == DType::Float32 && g.stride[1] == 1 && g.K() <= kernels::kConvDirectMaxTaps &&
+         cpu::direct_conv();
+}
+kernels::DirectConvGeom direct_geom(const ConvGeom& g) {
+  return {g.Cg, g.Hp(), g.Wp(), g.kh, g.kw, g.dilation[0], g.dilation[1], g.stride[0], g.Ho, g.Wo};
+}
 
 std::string str(Pair p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
 
@@ -108,19 +120,6 @@ void pad_planes(const T* src, i64 ch, i64 h, i64 w, T* dst, i64 hp, i64 wp, i64 
   for (i64 c = 0; c < ch; ++c)
     for (i64 r = 0; r < h; ++r)
       std::copy_n(src + (c * h + r) * w, w, dst + (c * hp + r + top) * wp + left);
-}
-
-// sum of p[0..n) in a fixed order, with V independent double partial sums (vectorises)
-template <class T>
-double sum_lanes(const T* p, i64 n) {
-  constexpr i64 V = 8;
-  double acc[V] = {}, s = 0;
-  i64 i = 0;
-  for (; i + V <= n; i += V)
-    for (i64 l = 0; l < V; ++l) acc[l] += p[i + l];
-  for (; i < n; ++i) s += p[i];
-  for (i64 l = 0; l < V; ++l) s += acc[l];
-  return s;
 }
 
 // dst (cols, rows) = src (rows, cols)^T
@@ -338,7 +337,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                ? conv2d_cudnn(x, weight, bias, g)
                : conv2d_im2col_cuda(x, weight, bias, g);
   const i64 K = g.K(), P = g.P(), plane = g.H * g.W, padded = g.Cg * g.Hp() * g.Wp();
-  const bool channels = g.channels_as_columns();
+  const bool direct = direct_fits(g, x.dtype());
+  const bool channels = !direct && g.channels_as_columns();
   // images split over threads once the batch's multiply-adds pay for a parallel region
   const int slots = g.N * g.O * K * P >= kParallelMinMacs ? parallel_slots(g.N) : 1;
   Tensor out = Tensor::empty(Shape{g.N, g.O, g.Ho, g.Wo}, x.dtype());
@@ -361,6 +361,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                    g.padding[0], g.padding[1]);
         T* y = out.data<T>() + (n * g.O + grp * g.Og) * P;
         const T* b = pb ? pb + grp * g.Og : nullptr;
+        if constexpr (std::is_same_v<T, float>)
+          if (direct) {
+            kernels::conv_direct_forward(xp, direct_geom(g), pw + grp * g.Og * K, b, g.Og, y);
+            continue;
+          }
         if (channels) {  // y^T (P, Og) = col^T W_g^T
           gemm_gather_a<T>(P, g.Og, K, 1, xp, off.pos.data(), off.tap.data(), false,
                            pwt + grp * K * g.Og, g.Og, 0, pyt, g.Og);
@@ -416,7 +421,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               const i64 first = (n * g.C + grp * g.Cg) * plane;
               T* dx = need_x ? gi[0].data<T>() + first : nullptr;
               if (need_b)
-                for (i64 o = 0; o < g.Og; ++o) dbn[n * g.O + grp * g.Og + o] = sum_lanes(dy + o * P, P);
+                for (i64 o = 0; o < g.Og; ++o)
+                  dbn[n * g.O + grp * g.Og + o] = kernels::sum(dy + o * P, P);
               if (need_w) {
                 T* xp = xa + (split_w ? (n * g.groups + grp) * padded : 0);
                 if (split_w) std::fill_n(xp, padded, T(0));  // the border (on this image's thread)

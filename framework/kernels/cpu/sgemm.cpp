@@ -34,6 +34,7 @@
 #include <hwy/highway.h>
 // clang-format on
 
+#include "framework/kernels/cpu/lanes-inl.h"
 #include "framework/tensor/simd.h"
 
 #ifndef QAT_KERNELS_CPU_SGEMM_ARGS
@@ -82,42 +83,13 @@ constexpr i64 KC = 256, MC = 16 * MR, NC = 3072;  // NC is a multiple of every N
 
 inline i64 imin(i64 a, i64 b) { return a < b ? a : b; }
 
-// Vector loads and stores of the first n lanes only (lanes past n are neither read nor written).
-#if HWY_TARGET > HWY_AVX2
-using LaneMask = int;  // EMU128's MaskedLoad reads the whole vector: copy n lanes instead
-inline LaneMask lane_mask(i64 n) { return static_cast<int>(n); }
-inline V load_masked(LaneMask n, const float* p) {
-  alignas(16) float buf[L] = {};
-  for (int i = 0; i < n; ++i) buf[i] = p[i];
-  return hn::Load(D(), buf);
-}
-inline void store_masked(V v, LaneMask n, float* p) {
-  alignas(16) float buf[L];
-  hn::Store(v, D(), buf);
-  for (int i = 0; i < n; ++i) p[i] = buf[i];
-}
-#else
-using LaneMask = hn::Mask<D>;
-inline LaneMask lane_mask(i64 n) { return hn::FirstN(D(), static_cast<size_t>(n)); }
-inline V load_masked(LaneMask m, const float* p) { return hn::MaskedLoad(m, D(), p); }
+// Row tails: vector loads and stores of the first n lanes (lanes-inl.h).
+using lanes::lane_mask;
+using lanes::LaneMask;
+using lanes::load_masked;
+using lanes::store_masked;
 #if HWY_TARGET == HWY_AVX2
-// vmaskmovps stores are slow on AMD (microcoded): store n < 8 lanes as 4 + 2 + 1.
-inline void store_partial(V v, i64 n, float* p) {
-  __m128 x = _mm256_castps256_ps128(v.raw);
-  if (n & 4) {
-    _mm_storeu_ps(p, x);
-    x = _mm256_extractf128_ps(v.raw, 1);
-    p += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(p), x);
-    x = _mm_movehl_ps(x, x);
-    p += 2;
-  }
-  if (n & 1) _mm_store_ss(p, x);
-}
-#endif
-inline void store_masked(V v, LaneMask m, float* p) { hn::BlendedStore(v, m, D(), p); }
+using lanes::store_partial;
 #endif
 
 struct PackBuffers {
