@@ -96,6 +96,14 @@ std::function<Tensor(const V&)> conv_of(const Conv2dParams& p) {
   return [p](const V& in) { return conv2d(in[0], in[1], in[2], p); };
 }
 
+// A convolution test case: shapes of x and the weight, the parameters, with or without bias.
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  Conv2dParams p;
+  bool bias;
+};
+
 Pool2dParams pool_params(Pair kernel, Pair stride, Pair padding, bool count_include_pad = true) {
   return Pool2dParams{kernel, stride, padding, count_include_pad};
 }
@@ -107,13 +115,7 @@ BOOST_AUTO_TEST_SUITE(ops_nn)
 // ---- conv2d ------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(grad_conv2d) {
-  struct Config {
-    const char* name;
-    Shape x, w;
-    Conv2dParams p;
-    bool bias;
-  };
-  const Config configs[] = {
+  const ConvCase configs[] = {
       {"conv_basic", {2, 3, 6, 5}, {4, 3, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
       {"conv_stride2_pad_rect",
        {2, 3, 7, 8},
@@ -136,7 +138,7 @@ BOOST_AUTO_TEST_CASE(grad_conv2d) {
        false},
   };
   std::uint64_t seed = 100;
-  for (const Config& c : configs) {
+  for (const ConvCase& c : configs) {
     auto x = rand_double(c.x, seed++), w = rand_double(c.w, seed++);
     auto b = c.bias ? rand_double(Shape{c.w[0]}, seed++) : Tensor();
     check_gradients(c.name, conv_of(c.p), {x, w, b});
@@ -218,13 +220,7 @@ BOOST_AUTO_TEST_CASE(conv2d_golden) {
 // tails), channel counts that leave block tails, dilation, row stride, groups, no bias; the
 // gradients beside it (GEMMs either way); the same bits at 1 and 2 threads.
 BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
-  struct Config {
-    const char* name;
-    Shape x, w;
-    Conv2dParams p;
-    bool bias;
-  };
-  const Config configs[] = {
+  const ConvCase configs[] = {
       {"fmnist_conv1", {3, 1, 28, 28}, {16, 1, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},
       {"odd_width_tails", {2, 1, 9, 37}, {7, 1, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
       {"rgb_3x3_row_stride",
@@ -237,7 +233,7 @@ BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
       {"one_column", {2, 1, 5, 1}, {3, 1, 3, 1}, conv_params({1, 1}, {1, 0}, {1, 1}, 1), true},
   };
   std::uint64_t seed = 900;
-  for (const Config& c : configs) {
+  for (const ConvCase& c : configs) {
     const Tensor x64 = rand_double(c.x, seed++).detach(), w64 = rand_double(c.w, seed++).detach();
     const Tensor b64 = c.bias ? rand_double(Shape{c.w[0]}, seed++).detach() : Tensor();
     Tensor xr = x64.clone(), wr = w64.clone().requires_grad_(),

@@ -70,9 +70,6 @@ bool direct_fits(const ConvGeom& g, DType dtype) {
   return dtype == DType::Float32 && g.stride[1] == 1 && g.K() <= kernels::kConvDirectMaxTaps &&
          cpu::direct_conv();
 }
-kernels::DirectConvGeom direct_geom(const ConvGeom& g) {
-  return {g.Cg, g.Hp(), g.Wp(), g.kh, g.kw, g.dilation[0], g.dilation[1], g.stride[0], g.Ho, g.Wo};
-}
 
 std::string str(Pair p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
 
@@ -363,7 +360,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         const T* b = pb ? pb + grp * g.Og : nullptr;
         if constexpr (std::is_same_v<T, float>)
           if (direct) {
-            kernels::conv_direct_forward(xp, direct_geom(g), pw + grp * g.Og * K, b, g.Og, y);
+            const kernels::DirectConvGeom dg{off.tap.data(), K, g.Wp(), g.stride[0], g.Ho, g.Wo};
+            kernels::conv_direct_forward(xp, dg, pw + grp * g.Og * K, b, g.Og, y);
             continue;
           }
         if (channels) {  // y^T (P, Og) = col^T W_g^T

@@ -8,8 +8,6 @@
 #define HWY_TARGET_INCLUDE "framework/kernels/cpu/conv_direct.cpp"
 #include "framework/kernels/cpu/conv_direct.h"
 
-#include <vector>
-
 // clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -17,22 +15,6 @@
 
 #include "framework/kernels/cpu/lanes-inl.h"
 #include "framework/tensor/simd.h"
-
-#ifndef QAT_KERNELS_CPU_CONV_DIRECT_ARGS
-#define QAT_KERNELS_CPU_CONV_DIRECT_ARGS
-namespace qat::kernels {
-// One call: the geometry as tap offsets into an image's padded planes.
-struct ConvDirectArgs {
-  const float* xp;
-  const std::int64_t* tap;
-  std::int64_t K, Wp, sh, Ho, Wo;
-  const float* w;  // W (O, K)
-  const float* b;
-  std::int64_t O;
-  float* y;
-};
-}  // namespace qat::kernels
-#endif
 
 // No std:: templates below this point (ODR: they would be compiled with each target's flags).
 HWY_BEFORE_NAMESPACE();
@@ -69,7 +51,7 @@ HWY_INLINE V load_row(const float* p, LaneMask m) {
 
 // y[o][col + v L + l] for o < OB, v < NV (the last vector masked when Tail): bias, then every tap.
 template <int OB, int NV, bool Tail>
-HWY_NOINLINE void forward_block(const ConvDirectArgs& a, const float* x, const float* w, const float* b,
+HWY_NOINLINE void forward_block(const DirectConvGeom& a, const float* x, const float* w, const float* b,
                                 float* y, LaneMask m) {
   const D d;
   V acc[OB][NV];
@@ -102,7 +84,7 @@ HWY_NOINLINE void forward_block(const ConvDirectArgs& a, const float* x, const f
     }
 }
 
-using ForwardFn = void (*)(const ConvDirectArgs&, const float*, const float*, const float*, float*,
+using ForwardFn = void (*)(const DirectConvGeom&, const float*, const float*, const float*, float*,
                            LaneMask);
 
 template <int OB, bool Tail>
@@ -126,10 +108,11 @@ constexpr i64 block_channels(int nv) {
 
 }  // namespace
 
-void ConvDirectForward(const ConvDirectArgs& a) {
+void ConvDirectForward(const float* xp, const DirectConvGeom& a, const float* w, const float* b, i64 O,
+                       float* y) {
   const i64 P = a.Ho * a.Wo, chunk = kMaxNV * L;
   for (i64 h = 0; h < a.Ho; ++h) {
-    const float* xr = a.xp + h * a.sh * a.Wp;
+    const float* xr = xp + h * a.sh * a.Wp;
     for (i64 c0 = 0; c0 < a.Wo; c0 += chunk) {
       const i64 n = imin(chunk, a.Wo - c0);
       const int nv = static_cast<int>((n + L - 1) / L);
@@ -139,12 +122,10 @@ void ConvDirectForward(const ConvDirectArgs& a) {
       const ForwardFn full = tail ? forward_for<kMaxOB, true>(nv) : forward_for<kMaxOB, false>(nv);
       const ForwardFn one = tail ? forward_for<1, true>(nv) : forward_for<1, false>(nv);
       i64 o = 0;
-      for (; o + ob <= a.O; o += ob)
-        full(a, xr + c0, a.w + o * a.K, a.b != nullptr ? a.b + o : nullptr, a.y + o * P + h * a.Wo + c0,
-             m);
-      for (; o < a.O; ++o)
-        one(a, xr + c0, a.w + o * a.K, a.b != nullptr ? a.b + o : nullptr, a.y + o * P + h * a.Wo + c0,
-            m);
+      for (; o + ob <= O; o += ob)
+        full(a, xr + c0, w + o * a.K, b != nullptr ? b + o : nullptr, y + o * P + h * a.Wo + c0, m);
+      for (; o < O; ++o)
+        one(a, xr + c0, w + o * a.K, b != nullptr ? b + o : nullptr, y + o * P + h * a.Wo + c0, m);
     }
   }
 }
@@ -157,24 +138,9 @@ namespace qat::kernels {
 
 HWY_EXPORT(ConvDirectForward);
 
-namespace {
-std::vector<std::int64_t> tap_offsets(const DirectConvGeom& g) {
-  std::vector<std::int64_t> tap;
-  tap.reserve(static_cast<std::size_t>(g.K()));
-  for (std::int64_t c = 0; c < g.C; ++c)
-    for (std::int64_t i = 0; i < g.kh; ++i)
-      for (std::int64_t j = 0; j < g.kw; ++j) tap.push_back((c * g.Hp + i * g.dh) * g.Wp + j * g.dw);
-  return tap;
-}
-}  // namespace
-
 void conv_direct_forward(const float* xp, const DirectConvGeom& g, const float* w, const float* b,
                          std::int64_t O, float* y) {
-  const std::vector<std::int64_t> tap = tap_offsets(g);
-  ConvDirectArgs a{};
-  a.xp = xp, a.tap = tap.data(), a.K = g.K(), a.Wp = g.Wp, a.sh = g.sh, a.Ho = g.Ho, a.Wo = g.Wo;
-  a.w = w, a.b = b, a.O = O, a.y = y;
-  QAT_DISPATCH(ConvDirectForward)(a);
+  QAT_DISPATCH(ConvDirectForward)(xp, g, w, b, O, y);
 }
 
 }  // namespace qat::kernels

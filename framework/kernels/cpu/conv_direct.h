@@ -10,15 +10,15 @@ namespace qat::kernels {
 /// Taps per output up to which conv2d takes these kernels.
 constexpr std::int64_t kConvDirectMaxTaps = 32;
 
-/// One image and group: zero-padded input planes (C, Hp, Wp); kernel (kh, kw), dilation (dh, dw),
-/// row stride sh, column stride 1; output (Ho, Wo). Tap k = (c kh + i) kw + j reads
-/// xp[c][h sh + i dh][w + j dw] for output (h, w).
+/// One image and group: output (Ho, Wo) over padded input planes whose rows are Wp wide, row
+/// stride sh, column stride 1. tap[k] is the offset of tap k from an output's first input,
+/// (c Hp + i dh) Wp + j dw for tap k = (c kh + i) kw + j: conv2d's im2col offsets.
 struct DirectConvGeom {
-  std::int64_t C, Hp, Wp, kh, kw, dh, dw, sh, Ho, Wo;
-  std::int64_t K() const { return C * kh * kw; }
+  const std::int64_t* tap;
+  std::int64_t K, Wp, sh, Ho, Wo;
 };
 
-/// y (O, Ho, Wo) = b + W (O, K) taps(xp):  y[o][h][w] = b[o] + sum_k W[o][k] xp[tap k at (h, w)],
+/// y (O, Ho, Wo) = b + W (O, K) taps(xp):  y[o][h][w] = b[o] + sum_k W[o][k] xp[h sh Wp + w + tap[k]],
 /// summed after the bias in tap order with one fused multiply-add each (b null: 0).
 void conv_direct_forward(const float* xp, const DirectConvGeom& g, const float* w, const float* b,
                          std::int64_t O, float* y);
