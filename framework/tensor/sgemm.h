@@ -19,6 +19,10 @@ bool sgemm_available();
 /// accumulates in a different order).
 std::int64_t sgemm_row_tile();
 
+/// Columns of C per micro-kernel tile (NR: 48 on AVX-512, 16 on AVX2) of gemm<float> on the
+/// current path, 0 where the system BLAS serves.
+std::int64_t sgemm_col_tile();
+
 /// C = alpha * op(A) * op(B) + beta * C, row-major (same contract as cblas_sgemm).
 void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,

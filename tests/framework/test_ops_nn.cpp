@@ -272,8 +272,8 @@ BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
 // The float32 kernels (AVX-512 GEMMs reading the im2col matrix in place) against the float64
 // path (the matrix built, BLAS) on shapes that take every branch: output channels as GEMM
 // columns (Og >= 32) or not, dx as a convolution of dY (stride 1) or through col2im (stride 2,
-// or padding beyond the kernel), groups, dilation, a first layer without dx, and widths that
-// leave partial vectors.
+// or padding beyond the kernel; the input channels as columns or not), groups, dilation, a
+// first layer without dx, and widths that leave partial vectors.
 BOOST_AUTO_TEST_CASE(conv2d_float_matches_double) {
   struct Config {
     Shape x, w;
@@ -287,6 +287,10 @@ BOOST_AUTO_TEST_CASE(conv2d_float_matches_double) {
       {{2, 4, 11, 10}, {64, 2, 3, 2}, conv_params({2, 2}, {1, 0}, {1, 1}, 2), true},
       {{2, 5, 12, 19}, {7, 5, 3, 3}, conv_params({1, 1}, {2, 1}, {2, 2}, 1), true},
       {{1, 3, 6, 7}, {40, 3, 1, 1}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},  // pad > reach
+      // input channels per group filling the GEMM's column tiles (16 on AVX2, 48 on AVX-512):
+      // dx with the channels as columns, odd planes (rows past the last whole register tile)
+      {{2, 32, 6, 7}, {6, 16, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 2), true},
+      {{2, 48, 5, 9}, {8, 48, 3, 2}, conv_params({1, 1}, {1, 0}, {2, 1}, 1), true},
   };
   std::uint64_t seed = 300;
   for (const Config& c : configs) {

@@ -7,7 +7,8 @@
 //   forward  y_ng^T (P, Og) = col^T W_g^T   (Og >= 32; else y_ng = W_g col, positions as columns)
 //   dW       dW_g^T (K, Og) = sum_n col dY_ng^T
 //   dx       stride 1: a convolution of dY_ng, zero-padded, with the flipped kernel (positions
-//            as columns); else col2im(W_g^T dY_ng) through a column buffer.
+//            as columns, or the input channels where they fill whole GEMM column tiles: 16 on
+//            AVX2); else col2im(W_g^T dY_ng) through a column buffer.
 // Other operands are read in place. Everything runs in a fixed order (deterministic).
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
 // On CUDA: cuDNN where the build has it (conv2d_cudnn), else im2col of a chunk of images into a
@@ -385,6 +386,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           const bool need_b = B.defined() && B.requires_grad();
           const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
           const bool dx_conv = need_x && g.dx_as_convolution();
+          // dx^T (H*W, Cg) = im2col(dY)^T flipped W_g^T where Cg fills whole column tiles of the
+          // GEMM (16 on AVX2): a plane's rows of W pixels would leave partial vectors as columns
+          const i64 nr = std::is_same_v<T, float> ? detail::sgemm_col_tile() : 0;
+          const bool dx_t = dx_conv && nr > 0 && g.Cg % nr == 0;
           const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
           const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
           const i64 wsize = K * g.Og;  // a group's weights
@@ -397,7 +402,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
           Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1},
                                     gout.dtype());  // flipped W_g, or W_g^T
-          Tensor cols = Tensor::empty(Shape{need_x && !dx_conv ? slots * K * P : 1}, gout.dtype());
+          const i64 col_size = !need_x ? 0 : !dx_conv ? K * P : dx_t ? plane * g.Cg : 0;  // per thread
+          Tensor cols = Tensor::empty(Shape{std::max<i64>(1, slots * col_size)}, gout.dtype());
           std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
           Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
           T *xa = xall.data<T>(), *pwt = wt.data<T>();
@@ -406,14 +412,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           if (need_x)
             for (i64 grp = 0; grp < g.groups; ++grp) {
               const T* w = Wt.data<T>() + grp * wsize;
-              if (dx_conv)
+              if (dx_t) {  // flipped W_g^T (Kd, Cg)
+                std::vector<T> wf(wsize);
+                flip_kernel(w, g, wf.data());
+                transpose(wf.data(), g.Cg, g.Kd(), pwt + grp * wsize);
+              } else if (dx_conv)
                 flip_kernel(w, g, pwt + grp * wsize);
               else
                 transpose(w, g.Og, K, pwt + grp * wsize);
             }
           parallel_for_each(g.N, slots, [&](i64 n, int slot) {
             T* dp = dpad.data<T>() + (need_x ? slot * dpadded : 0);
-            T* col = cols.data<T>() + (need_x && !dx_conv ? slot * K * P : 0);
+            T* col = cols.data<T>() + slot * col_size;
             for (i64 grp = 0; grp < g.groups; ++grp) {
               const T* dy = pg + (n * g.O + grp * g.Og) * P;  // (Og, P)
               const i64 first = (n * g.C + grp * g.Cg) * plane;
@@ -433,8 +443,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               const T* pw = pwt + grp * wsize;
               if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
                 pad_planes(dy, g.Og, g.Ho, g.Wo, dp, g.Hd(), g.Wd(), g.eh(), g.ew());
-                gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pw, g.Kd(), dp, doff.tap.data(),
-                                 doff.pos.data(), 0, dx, plane);
+                if (dx_t) {
+                  gemm_gather_a<T>(plane, g.Cg, g.Kd(), 1, dp, doff.pos.data(), doff.tap.data(), false,
+                                   pw, g.Cg, 0, col, g.Cg);
+                  transpose(col, plane, g.Cg, dx);
+                } else {
+                  gemm_gather_b<T>(false, g.Cg, plane, g.Kd(), 1, pw, g.Kd(), dp, doff.tap.data(),
+                                   doff.pos.data(), 0, dx, plane);
+                }
               } else if (need_x) {  // dx = col2im(W_g^T dY)
                 gemm<T>(false, false, K, P, g.Og, 1, pw, g.Og, dy, P, 0, col, P);
                 std::fill_n(dp, padded, T(0));

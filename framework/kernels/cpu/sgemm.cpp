@@ -496,6 +496,7 @@ void SgemmRun(const SgemmArgs& g) {
 }
 
 i64 SgemmRowTile() { return MR; }
+i64 SgemmColTile() { return NR; }
 
 }  // namespace qat::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -504,6 +505,7 @@ HWY_AFTER_NAMESPACE();
 namespace qat::kernels {
 HWY_EXPORT(SgemmRun);
 HWY_EXPORT(SgemmRowTile);
+HWY_EXPORT(SgemmColTile);
 }  // namespace qat::kernels
 
 namespace qat::detail {
@@ -527,6 +529,7 @@ void run(const kernels::SgemmArgs& args) { QAT_DISPATCH(kernels::SgemmRun)(args)
 }  // namespace
 
 std::int64_t sgemm_row_tile() { return sgemm_available() ? QAT_DISPATCH(kernels::SgemmRowTile)() : 0; }
+std::int64_t sgemm_col_tile() { return sgemm_available() ? QAT_DISPATCH(kernels::SgemmColTile)() : 0; }
 
 bool sgemm_available() {
   if (forced_blas()) return false;
