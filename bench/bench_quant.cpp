@@ -109,7 +109,7 @@ void quant_kernels() {
     g_lsq = {lsq(), t_fq_big};
     row("LSQ per-tensor fwd + 3 gradients", big, g_lsq.seconds, t_fq_big, "fake quant fwd");
     // the same with the scale below the data's range: ~10% of the elements clipped (the
-    // zero-point gradient gets terms; the kernel is branch-free, so the time should not move)
+    // zero-point gradient gets terms; the kernel is branch-free)
     s.data<float>()[0] *= 0.9f;
     row("LSQ per-tensor, 10% clipped", big, lsq(), t_fq_big, "fake quant fwd");
     Tensor amax = Tensor::full(Shape{1}, 2.5f, DType::Float32);

@@ -152,14 +152,17 @@ Offsets dx_offsets(const ConvGeom& g) {  // of dY_n, padded to (Hd, Wd), for dx_
   return im2col_offsets(g.Og, g.Hd(), g.Wd(), g.kh, g.kw, g.dilation, g.H, g.W, {1, 1});
 }
 
-// wf (Cg, Kd) = the flipped kernel: wf[c][(o*kh + i)*kw + j] = w[o][c][kh-1-i][kw-1-j]
+// wf (Cg, Kd) = the flipped kernel: wf[c][(o*kh + i)*kw + j] = w[o][c][kh-1-i][kw-1-j];
+// transposed: wf (Kd, Cg), the same element at wf[(o*kh + i)*kw + j][c]
 template <class T>
-void flip_kernel(const T* w, const ConvGeom& g, T* wf) {
+void flip_kernel(const T* w, const ConvGeom& g, T* wf, bool transposed = false) {
   const i64 taps = g.kh * g.kw;
   for (i64 c = 0; c < g.Cg; ++c)
     for (i64 o = 0; o < g.Og; ++o)
-      for (i64 t = 0; t < taps; ++t)
-        wf[(c * g.Og + o) * taps + t] = w[(o * g.Cg + c) * taps + taps - 1 - t];
+      for (i64 t = 0; t < taps; ++t) {
+        const i64 k = o * taps + t;
+        wf[transposed ? k * g.Cg + c : c * g.Kd() + k] = w[(o * g.Cg + c) * taps + taps - 1 - t];
+      }
 }
 
 // y (Og, P) = yt (P, Og)^T + b
@@ -412,12 +415,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           if (need_x)
             for (i64 grp = 0; grp < g.groups; ++grp) {
               const T* w = Wt.data<T>() + grp * wsize;
-              if (dx_t) {  // flipped W_g^T (Kd, Cg)
-                std::vector<T> wf(wsize);
-                flip_kernel(w, g, wf.data());
-                transpose(wf.data(), g.Cg, g.Kd(), pwt + grp * wsize);
-              } else if (dx_conv)
-                flip_kernel(w, g, pwt + grp * wsize);
+              if (dx_conv)  // flipped W_g, as (Kd, Cg) for dx_t
+                flip_kernel(w, g, pwt + grp * wsize, dx_t);
               else
                 transpose(w, g.Og, K, pwt + grp * wsize);
             }
