@@ -9,12 +9,16 @@
 //   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
 //       run as a subprocess; "skipped" when python3 or torch is missing).
 //   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers] [--rows]
-//   (--only: mlp, cnn or cnn-bn, skips (a); --layers: the int8 model's time per layer;
+//   (--only: mlp, mlp-7bit, cnn, cnn-7bit or cnn-bn, skips (a); -7bit: the int8_fbgemm qconfig,
+//   activations in [0, 127]; --layers: the int8 model's time per layer;
 //   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
 //     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
 //     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
-//     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)")
+//     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
+//     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
+//         activations in [0, 127] (int8_fbgemm, PyTorch fbgemm's reduce_range))
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -47,11 +51,13 @@ namespace {
 nn::ModulePtr mlp() { return examples::fmnist_mlp(); }
 nn::ModulePtr cnn(bool batch_norm) { return examples::fmnist_cnn(batch_norm); }
 
-// prepare_qat (int8_default), a few SGD steps on random data, convert
-nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& input) {
+// prepare_qat (`qconfig` everywhere), a few SGD steps on random data, convert
+nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& input,
+                         const std::string& qconfig = "int8_default") {
   manual_seed(1);
   nn::ModulePtr model = build();
   QConfigRegistry reg;
+  reg.set_global(qconfig);
   prepare_qat(*model, reg);
   Generator gen(2);
   optim::SGD opt(model->named_parameters(), {.lr = 0.05, .momentum = 0.9});
@@ -103,15 +109,16 @@ TorchRows run_torch(cpu::Isa isa, const std::vector<std::int64_t>& batches, std:
   return best;
 }
 
-// {int8 kernel s, float GEMM s} on x (N, K) . w^T (O, K), packing excluded
-std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O) {
+// {int8 kernel s, float GEMM s} on x (N, K) . w^T (O, K), packing excluded; narrow: inputs in
+// [0, 127] (a 7-bit activation range, PyTorch fbgemm's reduce_range), packed for them
+std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O, bool narrow) {
   Generator gen(3);
   std::vector<std::uint8_t> xq(N * K), yq(N * O);
   std::vector<std::int8_t> wq(O * K);
-  for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(256));
+  for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(narrow ? 128 : 256));
   for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
   std::vector<float> scale(O, 0.0007f * 0.05f), bias(O, 0.0007f * 0.05f * 17);
-  const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K);
+  const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K, narrow);
   const int8::Requant rq{scale.data(), bias.data(), 1.0f / 0.05f, 3, 3, 255};
   const double t8 =
       seconds_per_call([&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, rq, yq.data(), O); });
@@ -162,35 +169,43 @@ std::tuple<double, double, double> time_dynamic_linear(std::int64_t N, std::int6
 
 // --rows: the machine-readable lines for the current path
 int print_rows(bool torch) {
-  const auto [l8, l32] = time_linear(64, 784, 256);
-  std::printf("ROW int8_linear %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n", l32 / l8,
-              cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
+  for (const bool narrow : {false, true}) {
+    const auto [l8, l32] = time_linear(64, 784, 256, narrow);
+    std::printf("ROW %s %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n",
+                narrow ? "int8_linear_7bit" : "int8_linear", l32 / l8, cpu::isa_name(cpu::isa()),
+                l8 * 1e6, l32 * 1e6);
+  }
   const auto [dk, dl, d32] = time_dynamic_linear(64, 768, 256);
   std::printf(
       "ROW int8_dyn_linear %.2fx_faster (%s 64x768.256 int4 groups of 32: layer %.1fus (kernel %.1fus) "
       "vs "
       "f32 gemm %.1fus)\n",
       d32 / dl, cpu::isa_name(cpu::isa()), dl * 1e6, dk * 1e6, d32 * 1e6);
-  nn::ModulePtr q = int8_model([] { return cnn(false); }, Shape{32, 1, 28, 28});
-  nn::ModulePtr f = cnn(false);
-  f->eval();
-  Generator gen(4);
-  const Tensor x = Tensor::uniform(Shape{64, 1, 28, 28}, 0, 1, gen);
-  NoGradGuard ng;
-  const double t32 = seconds_per_call([&] { f->forward(x); });
-  const double t8 = seconds_per_call([&] { q->forward(x); });
-  std::printf("ROW int8_cnn_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", t32 / t8,
-              cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
   std::string why = "--no-torch";
   const auto rows = torch ? run_torch(cpu::isa(), {64}, &why) : TorchRows{};
-  const auto it = rows.find({"cnn", 64});
-  if (it != rows.end())
-    std::printf(
-        "ROW int8_cnn_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %s %.2fms)\n",
-        it->second.int8 / t8, t8 * 1e3, it->second.engine.c_str(), cpu::isa_name(cpu::isa()),
-        it->second.int8 * 1e3);
-  else
-    std::printf("ROW int8_cnn_vs_torch skipped (%s)\n", why.c_str());
+  // int8_default (activations in [0, 255]) and int8_fbgemm (PyTorch fbgemm's reduce_range: in
+  // [0, 127], read as int8 quads on every path)
+  for (const bool seven : {false, true}) {
+    const char* tag = seven ? "int8_cnn_7bit" : "int8_cnn";
+    nn::ModulePtr q = int8_model([] { return cnn(false); }, Shape{32, 1, 28, 28},
+                                 seven ? "int8_fbgemm" : "int8_default");
+    nn::ModulePtr f = cnn(false);
+    f->eval();
+    Generator gen(4);
+    const Tensor x = Tensor::uniform(Shape{64, 1, 28, 28}, 0, 1, gen);
+    NoGradGuard ng;
+    const double t32 = seconds_per_call([&] { f->forward(x); });
+    const double t8 = seconds_per_call([&] { q->forward(x); });
+    std::printf("ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", tag, t32 / t8,
+                cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
+    const auto it = rows.find({"cnn", 64});
+    if (it != rows.end())
+      std::printf("ROW %s_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %s %.2fms)\n",
+                  tag, it->second.int8 / t8, t8 * 1e3, it->second.engine.c_str(),
+                  cpu::isa_name(cpu::isa()), it->second.int8 * 1e3);
+    else
+      std::printf("ROW %s_vs_torch skipped (%s)\n", tag, why.c_str());
+  }
   return 0;
 }
 
@@ -213,18 +228,22 @@ int main(int argc, char** argv) {
 
   // (a) kernel vs float GEMM
   std::printf(
-      "(a) int8 linear (u8 x s8 -> s32, fused requant, packed weights) vs our float32 GEMM, 1 thread\n");
-  std::printf("%-12s %-18s %12s %12s %10s\n", "path", "shape", "int8", "f32 gemm", "f32/int8");
+      "(a) int8 linear (u8 x s8 -> s32, fused requant, packed weights) vs our float32 GEMM, 1 thread;\n"
+      "    inputs in [0, 255], and in [0, 127] (7-bit: PyTorch fbgemm's reduce_range)\n");
+  std::printf("%-12s %-18s %12s %12s %12s %10s %10s\n", "path", "shape", "int8", "int8 7-bit",
+              "f32 gemm", "f32/int8", "f32/7-bit");
   const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
       {64, 784, 256}, {64, 256, 128}, {64, 128, 10}, {1000, 784, 256}};
   for (cpu::Isa isa : paths) {
     if (!only.empty()) break;
     cpu::IsaGuard guard(isa);
     for (const auto& [N, K, O] : shapes) {
-      const auto [t8, t32] = time_linear(N, K, O);
+      const auto [t8, t32] = time_linear(N, K, O, false);
+      const auto [t7, t32b] = time_linear(N, K, O, true);
+      const double tf = std::min(t32, t32b);
       const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " . " + std::to_string(O);
-      std::printf("%-12s %-18s %9.1f us %9.1f us %9.2fx\n", cpu::isa_name(isa), shape.c_str(), t8 * 1e6,
-                  t32 * 1e6, t32 / t8);
+      std::printf("%-12s %-18s %9.1f us %9.1f us %9.1f us %9.2fx %9.2fx\n", cpu::isa_name(isa),
+                  shape.c_str(), t8 * 1e6, t7 * 1e6, tf * 1e6, tf / t8, tf / t7);
     }
   }
 
@@ -261,11 +280,16 @@ int main(int argc, char** argv) {
   struct M {
     const char* name;
     std::function<nn::ModulePtr()> build;
-    Shape sample;  // one input, without the batch
+    Shape sample;         // one input, without the batch
+    const char* torch;    // PyTorch's model of the same architecture
+    const char* qconfig;  // ours
   };
-  const M models[] = {{"mlp", mlp, Shape{784}},
-                      {"cnn", [] { return cnn(false); }, Shape{1, 28, 28}},
-                      {"cnn-bn", [] { return cnn(true); }, Shape{1, 28, 28}}};
+  // -7bit: int8_fbgemm, activations in [0, 127] as PyTorch fbgemm's reduce_range
+  const M models[] = {{"mlp", mlp, Shape{784}, "mlp", "int8_default"},
+                      {"mlp-7bit", mlp, Shape{784}, "mlp", "int8_fbgemm"},
+                      {"cnn", [] { return cnn(false); }, Shape{1, 28, 28}, "cnn", "int8_default"},
+                      {"cnn-7bit", [] { return cnn(false); }, Shape{1, 28, 28}, "cnn", "int8_fbgemm"},
+                      {"cnn-bn", [] { return cnn(true); }, Shape{1, 28, 28}, "cnn-bn", "int8_default"}};
   for (const M& m : models) {
     if (!only.empty() && only != m.name) continue;
     auto with_batch = [&](std::int64_t b) {
@@ -273,7 +297,7 @@ int main(int argc, char** argv) {
       for (std::int64_t i = 0; i < m.sample.rank(); ++i) d.push_back(m.sample[i]);
       return Shape(d);
     };
-    nn::ModulePtr q = int8_model(m.build, with_batch(32));
+    nn::ModulePtr q = int8_model(m.build, with_batch(32), m.qconfig);
     nn::ModulePtr f = m.build();
     f->eval();
     for (std::int64_t batch : batches) {
@@ -296,7 +320,7 @@ int main(int argc, char** argv) {
             std::printf("    %-10s %-20s %9.1f us\n", name.c_str(), child->type_name().c_str(), t * 1e6);
           }
         }
-        const auto it = torch_rows[isa].find({m.name, batch});
+        const auto it = torch_rows[isa].find({m.torch, batch});
         if (it != torch_rows[isa].end())
           std::printf(" %8.1f us %-8s %9.2fx\n", it->second.int8 * 1e6, it->second.engine.c_str(),
                       it->second.int8 / t8);

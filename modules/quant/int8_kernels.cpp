@@ -93,22 +93,29 @@ void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, 
 
 // ---- the blocked GEMM (kernels/cpu/int8_gemm.cpp) --------------------------------------------
 
-bool PackedWeights::usable() const { return format == static_cast<int>(kernels::pack_format()); }
+bool PackedWeights::usable() const { return format == static_cast<int>(kernels::pack_format(narrow)); }
+
+bool all_narrow(const std::uint8_t* x, std::int64_t n) {
+  std::uint8_t any = 0;  // the high bits of every byte (a loop the compiler vectorizes)
+  for (std::int64_t i = 0; i < n; ++i) any |= x[i];
+  return any < 128;
+}
 
 // quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
 // channel, k = 2 s + j; zero beyond O and K. With pieces, k = p L + l sits at step
 // p piece_steps + l / kps.
 PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int64_t pieces,
-                                  std::int64_t L) {
+                                  std::int64_t L, bool narrow) {
   QAT_REQUIRE(O > 0 && pieces > 0 && L > 0, "int8::pack_weights", "needs O, K > 0, got O ", O,
               ", pieces ", pieces, ", K / pieces ", L);
   using namespace kernels;
   PackedWeights p;
-  const PackFormat f = pack_format();
+  const PackFormat f = pack_format(narrow);
   const std::int64_t kps = k_per_step(f), blocks = (O + kBlock - 1) / kBlock, K = pieces * L;
   p.O = O;
   p.K = K;
   p.format = static_cast<int>(f);
+  p.narrow = narrow && f != pack_format(false);  // only where it changes the kernel (AVX2, AVX512)
   p.pieces = pieces;
   p.piece_steps = (L + kps - 1) / kps;
   p.steps = pieces * p.piece_steps;
@@ -132,11 +139,13 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
   return p;
 }
 
-PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K) {
-  return pack_weights_pieces(w, O, 1, K);
+PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K, bool narrow) {
+  return pack_weights_pieces(w, O, 1, K, narrow);
 }
 
-int activation_bytes() { return kernels::pack_format() == kernels::PackFormat::Quads ? 1 : 2; }
+int activation_bytes(bool narrow) {
+  return kernels::pack_format(narrow) == kernels::PackFormat::Quads ? 1 : 2;
+}
 
 namespace {
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
@@ -144,7 +153,8 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
-              static_cast<int>(pack_format()), ": pack them again");
+              static_cast<int>(pack_format(w.narrow)), w.narrow ? " (narrow)" : "", ": pack them again");
+  a.format = static_cast<PackFormat>(w.format);
   const std::int64_t M = a.M;
   if (M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
@@ -205,6 +215,14 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
                       const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
   QAT_REQUIRE(w.pieces == 1, "int8::gemm_u8s8_packed", "weights packed in ", w.pieces,
               " pieces are for gemm_u8s8_implicit");
+  for (std::int64_t m = 0; w.narrow && m < M; ++m) {
+    if (all_narrow(x + m * ldx, w.K)) continue;
+    const std::int64_t k =
+        std::find_if(x + m * ldx, x + m * ldx + w.K, [](auto v) { return v > 127; }) - (x + m * ldx);
+    QAT_REQUIRE(false, "int8::gemm_u8s8_packed", "x[", m, ", ", k, "] = ", int{x[m * ldx + k]},
+                " is above 127: the weights were packed narrow (for inputs in [0, 127]); pack "
+                "them with narrow = false for this input");
+  }
   kernels::GemmArgs a{};
   a.x = x;
   a.M = M;
@@ -230,7 +248,7 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
                  std::uint8_t* y) {
-  PackedWeights p = pack_weights(w, O, K);
+  PackedWeights p = pack_weights(w, O, K, all_narrow(x, N * K));
   p.sums.assign(w_sums, w_sums + O);
   gemm_u8s8_packed(x, N, K, zx, p, rq, y, O);
 }

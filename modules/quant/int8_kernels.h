@@ -28,11 +28,11 @@ std::int32_t multiply_by_quantized_multiplier(std::int32_t x, Multiplier m);
 ///   y = clamp(round_half_even((float(acc) * scale[o] + bias[o]) * inv_scale), lo - zp, hi - zp) + zp
 /// with acc = sum_k (x - zx) w (no bias in the accumulator).
 struct Requant {
-  const float* scale;            ///< per output channel: s_in * s_w[o]
-  const float* bias;             ///< per output channel, the float bias; null: none
-  float inv_scale;               ///< 1 / s_out, as the fake quantizer computes it (1.0f / scale)
-  std::int32_t zero_point;       ///< output zero point
-  std::int32_t lo, hi;           ///< clamp range (a fused ReLU raises lo to zero_point)
+  const float* scale;       ///< per output channel: s_in * s_w[o]
+  const float* bias;        ///< per output channel, the float bias; null: none
+  float inv_scale;          ///< 1 / s_out, as the fake quantizer computes it (1.0f / scale)
+  std::int32_t zero_point;  ///< output zero point
+  std::int32_t lo, hi;      ///< clamp range (a fused ReLU raises lo to zero_point)
 };
 
 /// The reference output stage of one accumulator of channel o (the per-target kernels compute
@@ -49,30 +49,36 @@ inline std::uint8_t requantize(std::int32_t acc, const Requant& rq, std::int64_t
 
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
-/// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Inference layers keep one
-/// per weight; it is not saved in checkpoints.
+/// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Narrow packings are for
+/// inputs in [0, 127] only (a 7-bit activation range, as PyTorch fbgemm's reduce_range): int8
+/// quads on every path, which AVX2 / AVX-512 multiply with vpmaddubsw, exactly in that range.
+/// Inference layers keep one per weight; it is not saved in checkpoints.
 struct PackedWeights {
   std::int64_t O = 0, K = 0, steps = 0;      ///< steps of 2 or 4 k values per 16-channel block
   std::int64_t pieces = 1, piece_steps = 0;  ///< K = pieces runs of K / pieces, each padded
   int format = -1;                           ///< kernels::PackFormat
+  bool narrow = false;  ///< for inputs in [0, 127] only (set where that changes the kernel)
   std::vector<std::uint8_t> data;
   std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
   /// Whether the current CPU path (cpu::isa()) reads this packing.
   bool usable() const;
 };
-/// Packs w (O, K) for the current CPU path.
-PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K);
+/// Packs w (O, K) for the current CPU path (narrow: for inputs in [0, 127]).
+PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K, bool narrow = false);
 /// Packs w (O, pieces * L) for the implicit GEMM: each run of L k values padded to whole steps.
 PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int64_t pieces,
-                                  std::int64_t L);
+                                  std::int64_t L, bool narrow = false);
 /// Bytes per activation element in the current path's format (1: u8 quads, 2: u16 pairs).
-int activation_bytes();
+int activation_bytes(bool narrow = false);
+/// Whether every x[i] (n bytes) is in [0, 127]: the inputs a narrow packing may read.
+bool all_narrow(const std::uint8_t* x, std::int64_t n);
 
 /// Implicit GEMM (a convolution read in place): y row m (M rows, ldy apart) =
 /// requant(A_m . w^T - zx rowsum(w)), where A_m is the concatenation of w.pieces runs of
 /// K / pieces activations, run p at x + row_off[m] + piece_off[p] bytes, stored as
-/// activation_bytes() per element (uint8, or uint16 widened). Up to 4 elements past a run's end
-/// are read (times zero weights): keep that many readable bytes after the last run.
+/// activation_bytes(w.narrow) per element (uint8, or uint16 widened). Up to 4 elements past a
+/// run's end are read (times zero weights): keep that many readable bytes after the last run.
+/// With narrow weights every activation read must be in [0, 127] (the caller checks: all_narrow).
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy);
@@ -80,13 +86,14 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the
 /// output stage fused; OpenMP over row / channel blocks when get_num_threads() > 1 (the result
-/// does not depend on the thread count or the CPU path). Throws if w was packed for another path.
+/// does not depend on the thread count or the CPU path). Throws if w was packed for another path,
+/// or narrow and an x is above 127.
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
                       const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy);
 
 /// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w)), x uint8 with zero point zx,
-/// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call
-/// (layers pack once: pack_weights + gemm_u8s8_packed).
+/// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call, narrow when every
+/// x is in [0, 127] (layers pack once: pack_weights + gemm_u8s8_packed).
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
                  std::uint8_t* y);

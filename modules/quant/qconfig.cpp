@@ -76,9 +76,15 @@ QConfigRegistry::QConfigRegistry() {
   using QK = QuantizerKind;
   const QuantizerConfig w8{.spec = QuantSpec::weight_per_channel(8)};
   const QuantizerConfig a8{.spec = QuantSpec::activation_affine(8)};
-  // PyTorch's default QAT qconfig: per-channel symmetric int8 weights and affine uint8
-  // activations, both with moving-average observers.
+  // PyTorch's default QAT qconfig with full-range activations (as its qnnpack one):
+  // per-channel symmetric int8 weights and affine uint8 [0, 255] activations, both with
+  // moving-average observers.
   register_config(preset("int8_default", w8, a8));
+  // PyTorch's get_default_qat_qconfig("fbgemm") (and "x86"): the same with reduce_range
+  // activations, [0, 127] (uint7 affine): one bit of activation resolution for int8 inference
+  // that AVX2 / AVX-512 without VNNI multiply in int8 quads (vpmaddubsw, exact in that range).
+  const QuantizerConfig a7{.spec = QuantSpec::activation_affine(7)};
+  register_config(preset("int8_fbgemm", w8, a7));
   // LSQ: scales learned after a one-batch observer estimate.
   const QuantizerConfig w8_lsq{
       .spec = QuantSpec::weight_per_channel(8), .kind = QK::LSQ, .observer = ObserverKind::MinMax};

@@ -210,8 +210,10 @@ bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Byte
 
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups,
                                                                      bool channels_last,
-                                                                     std::int64_t pieces) {
-  const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format()),
+                                                                     std::int64_t pieces, bool narrow) {
+  std::shared_ptr<const Prepared>& cached = prepared_[narrow];
+  const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
+                                   static_cast<std::int32_t>(int8::kernels::pack_format(false)),
                                    static_cast<std::int32_t>(groups),
                                    channels_last,
                                    fused_relu_,
@@ -224,7 +226,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
       {settings, sizeof settings}, raw(weight_),           raw(weight_scale_), raw(bias_),
       raw(input_scale_),           raw(input_zero_point_), raw(scale_),        raw(zero_point_),
       raw(output_range_)};
-  if (prepared_ && same_bytes(prepared_->key, parts)) return *prepared_;
+  if (cached && same_bytes(cached->key, parts)) return *cached;
 
   auto st = std::make_shared<Prepared>();
   for (const Bytes& b : parts)
@@ -257,7 +259,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     w = reordered.data();
   }
   for (std::int64_t g = 0; g < groups; ++g)
-    st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces));
+    st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces, narrow));
   const std::int32_t lo = output_range_.data<std::int32_t>()[0],
                      hi = output_range_.data<std::int32_t>()[1];
   st->requant = {st->scales.data(),
@@ -266,8 +268,8 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
                  out.zero_point,
                  fused_relu_ ? std::max(lo, out.zero_point) : lo,
                  hi};
-  prepared_ = std::move(st);
-  return *prepared_;
+  cached = std::move(st);
+  return *cached;
 }
 
 QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale,
@@ -285,7 +287,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  const Prepared& st = prepared(1, false, 1);
+  const Prepared& st = prepared(1, false, 1, int8::all_narrow(x.data<std::uint8_t>(), x.numel()));
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
@@ -333,13 +335,15 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
   const std::int64_t P = Ho * Wo;
   const std::int32_t zx = input_quant().zero_point;
+  const std::uint8_t* px = x.data<std::uint8_t>();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   const std::int64_t pieces = runs ? kh : kh * kw;
-  const Prepared& st = prepared(G, true, pieces);
+  // a 7-bit input (and border, the input zero point): int8 quads on every path
+  const bool narrow = zx <= 127 && int8::all_narrow(px, x.numel());
+  const Prepared& st = prepared(G, true, pieces, narrow);
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Ho, Wo, O} : Shape{N, O, Ho, Wo}, DType::UInt8);
-  const std::uint8_t* px = x.data<std::uint8_t>();
   std::uint8_t* py = y.data<std::uint8_t>();
-  const std::int64_t eb = int8::activation_bytes();
+  const std::int64_t eb = int8::activation_bytes(narrow);
   const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
   // images per chunk: padded input and output of about 256 KiB
   const std::int64_t chunk =

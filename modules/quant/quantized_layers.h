@@ -66,9 +66,11 @@ class QuantizedWeightLayer : public nn::Module {
   /// The weights packed for the GEMM micro-kernel (one per group; a conv's K ordered (kh, kw,
   /// C/groups), in `pieces` runs for the implicit GEMM) and the output stage, for the current buffers
   /// and CPU path: built at the first forward and again whenever the buffers (a loaded checkpoint) or
-  /// the CPU path changed. Not part of the module's state.
+  /// the CPU path changed. Not part of the module's state. narrow: for inputs in [0, 127] (a 7-bit
+  /// activation range), which AVX2 / AVX-512 multiply in int8 quads (int8_kernels.h); each
+  /// forward picks it when its input allows, and both packings are kept.
   struct Prepared;
-  const Prepared& prepared(std::int64_t groups, bool channels_last, std::int64_t pieces);
+  const Prepared& prepared(std::int64_t groups, bool channels_last, std::int64_t pieces, bool narrow);
 
   /// QuantizedLinear: > 0 when its input is a flattened channels-last (N, H, W, C) activation
   /// with C = hwc_channels_ (set by convert); the weight columns (C, H, W) are permuted into
@@ -78,7 +80,7 @@ class QuantizedWeightLayer : public nn::Module {
   Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
       output_range_;
   bool fused_relu_;
-  std::shared_ptr<const Prepared> prepared_;
+  std::shared_ptr<const Prepared> prepared_[2];  // [narrow]
 };
 
 class QuantizedLinear : public QuantizedWeightLayer {

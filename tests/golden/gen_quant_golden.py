@@ -415,4 +415,30 @@ fqmod_case("fqmod_u4_affine", 4, False, False, False, 0, [10])
 fqmod_case("fqmod_s8_pc_axis0", 8, True, True, True, 0, [4, 3, 2])
 fqmod_case("fqmod_u8_pc_affine_axis1", 8, False, False, True, 1, [2, 5, 3])
 
+
+# The activation range of get_default_qat_qconfig("fbgemm") (the reference script's): quint8
+# [0, 255] with reduce_range, i.e. [0, 127], which the preset "int8_fbgemm" writes as uint7
+# affine per-tensor. (That qconfig's FusedMovingAvgObsFakeQuantize computes its qparams with
+# ATen's choose_qparams, a double-precision scale and a nudged zero point, not the observer's
+# calculate_qparams that FakeQuantize uses and we match: its scales can differ by an ulp.)
+def fqmod_fbgemm_case(name, shape):
+    fq = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
+                      reduce_range=True, dtype=torch.quint8, qscheme=torch.per_tensor_affine,
+                      averaging_constant=0.01)
+    assert (fq.quant_min, fq.quant_max) == (0, 127)
+    w.case(name)
+    for k, v in (("bits", 7), ("is_signed", False), ("symmetric", False), ("per_channel", False),
+                 ("axis", 0), ("calls", 3)):
+        w.scalar(k, v)
+    for i in range(3):
+        x = torch.randn(shape) * (1 + i) + 0.3 * i
+        w.tensor("x_%d" % i, x)
+        w.tensor("out_%d" % i, fq(x))
+    w.tensor("scale", fq.scale.reshape(-1))
+    w.tensor("zero_point", fq.zero_point.reshape(-1).to(torch.int64))
+    w.end()
+
+
+fqmod_fbgemm_case("fqmod_fbgemm_activation", [7, 9])
+
 w.close()

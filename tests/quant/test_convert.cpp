@@ -138,7 +138,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(convert_models)
 
 BOOST_AUTO_TEST_CASE(mlp_int8_agrees_with_fake_quant) {
-  for (const char* preset : {"int8_default", "int8_lsq", "int4_lsq", "int3_lsq", "int2_lsq", "int8_pact"}) {
+  for (const char* preset :
+       {"int8_default", "int8_fbgemm", "int8_lsq", "int4_lsq", "int3_lsq", "int2_lsq", "int8_pact"}) {
     manual_seed(3);
     QConfigRegistry reg;
     reg.set_global(preset);
@@ -161,23 +162,30 @@ BOOST_AUTO_TEST_CASE(mlp_int8_agrees_with_fake_quant) {
   }
 }
 
+// int8_fbgemm (activations in [0, 127]) runs the narrow int8 kernels (vpmaddubsw on AVX2 /
+// AVX-512): the same bytes on every path.
 BOOST_AUTO_TEST_CASE(cnn_with_folded_batch_norm_agrees) {
-  for (bool bn : {false, true}) {
-    manual_seed(6);
-    QConfigRegistry reg;
-    nn::ModulePtr model = cnn(bn);
-    prepare_qat(*model, reg);
-    train(*model, Shape{16, 2, 8, 8}, 3, 7);
-    auto build = [bn] { return cnn(bn); };
-    nn::ModulePtr q = converted(*model, build, reg);
-    BOOST_TEST(q->child("conv1")->type_name() == "QuantizedConv2d");
-    BOOST_TEST(q->child("pool")->type_name() == "QuantizedMaxPool2d");
-    Generator gen(8);
-    const Tensor x = Tensor::uniform(Shape{1000, 2, 8, 8}, 0, 1, gen);
-    double diff = 0;
-    const double agree = agreement(*model, *q, x, &diff);
-    BOOST_TEST(agree >= 0.995, (bn ? "cnn-bn" : "cnn") << " agreement " << agree);
-  }
+  for (const char* preset : {"int8_default", "int8_fbgemm"})
+    for (bool bn : {false, true}) {
+      manual_seed(6);
+      QConfigRegistry reg;
+      reg.set_global(preset);
+      nn::ModulePtr model = cnn(bn);
+      prepare_qat(*model, reg);
+      train(*model, Shape{16, 2, 8, 8}, 3, 7);
+      auto build = [bn] { return cnn(bn); };
+      nn::ModulePtr q = converted(*model, build, reg);
+      BOOST_TEST(q->child("conv1")->type_name() == "QuantizedConv2d");
+      BOOST_TEST(q->child("pool")->type_name() == "QuantizedMaxPool2d");
+      Generator gen(8);
+      const Tensor x = Tensor::uniform(Shape{1000, 2, 8, 8}, 0, 1, gen);
+      double diff = 0;
+      const double agree = agreement(*model, *q, x, &diff);
+      BOOST_TEST(agree >= 0.995, preset << (bn ? " cnn-bn" : " cnn") << " agreement " << agree);
+      NoGradGuard ng;
+      const auto want = q->forward(x).to_vector<float>();
+      qat::test::for_each_isa([&](cpu::Isa) { BOOST_TEST(q->forward(x).to_vector<float>() == want); });
+    }
 }
 
 // convert keeps conv -> relu -> pool -> conv -> relu -> flatten -> fc channels-last: the same
@@ -225,9 +233,10 @@ BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
                                                         {"bn", std::make_shared<nn::BatchNorm2d>(2)},
                                                         {"dequant", std::make_shared<DeQuantStub>()}});
   prepare_qat(*with_avg, reg, PrepareOptions{.fuse = false});
-  BOOST_TEST(error_of([&] { convert(*with_avg, {.require_calibrated = false}); }) ==
-             "convert: layer 'bn' (BatchNorm2d) inside the quantized region has no int8 version; end the "
-             "region with a DeQuantStub before it");
+  BOOST_TEST(
+      error_of([&] { convert(*with_avg, {.require_calibrated = false}); }) ==
+      "convert: layer 'bn' (BatchNorm2d) inside the quantized region has no int8 version; end the "
+      "region with a DeQuantStub before it");
   BOOST_TEST(with_avg->child("conv")->type_name() == "QuantConv2d");  // unchanged
 
   auto no_stub =
@@ -240,8 +249,9 @@ BOOST_AUTO_TEST_CASE(unsupported_models_are_refused_and_left_unchanged) {
   fp8.set_global("fp8_e4m3");
   nn::ModulePtr m = mlp();
   prepare_qat(*m, fp8);
-  BOOST_TEST(error_of([&] { convert(*m, {.require_calibrated = false}); }).find("is not supported by the int8 backend") !=
-             std::string::npos);
+  BOOST_TEST(error_of([&] {
+               convert(*m, {.require_calibrated = false});
+             }).find("is not supported by the int8 backend") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(quantized_layers_check_their_input) {

@@ -2,11 +2,13 @@
 // (linear_u8s8_reference / gemm_u8s8_cols_reference), bit for bit, on every CPU path: odd sizes,
 // input zero points 0 / 128 / 255, the float output stage with multipliers across binades, exact
 // ties (half to even), saturation both ways and large biases, a fused ReLU clamp, strided operands,
-// thread counts, and the QuantizedConv2d / QuantizedLinear layers against the reference im2col.
+// thread counts, narrow (7-bit) inputs read as int8 quads on every path, and the QuantizedConv2d /
+// QuantizedLinear layers against the reference im2col.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/isa.h"
@@ -168,6 +170,64 @@ BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
   set_num_threads(threads);
 }
 
+// Narrow packings (inputs in [0, 127]: int8 quads on every path, vpmaddubsw on AVX2 / AVX-512)
+// at the extremes: x 127 against w -128 pairs reach -32512, one step from int16 saturation.
+BOOST_AUTO_TEST_CASE(narrow_inputs_match_reference_on_every_path) {
+  const std::int64_t sizes[][3] = {{1, 1, 1},   {3, 3, 3},     {17, 31, 33},   {33, 17, 31},
+                                   {1, 69, 16}, {25, 784, 69}, {64, 256, 128}, {7, 1568, 10},
+                                   {9, 5, 32},  {2, 400, 47}};
+  std::uint32_t seed = 500;
+  for (const auto& s : sizes)
+    for (const std::int32_t zx : {0, 64, 127, 200})
+      for (int kind = 0; kind < 4; ++kind) {
+        const bool relu = (seed % 2) == 0;
+        Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
+        for (auto& v : p.x) v = static_cast<std::uint8_t>(kind == 2 ? (v ? 127 : 0) : v / 2);
+        const U8 want = reference(p);
+        for_each_isa([&](cpu::Isa) {
+          BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
+                                  << kind) {
+            const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
+            BOOST_TEST(w.usable());
+            BOOST_TEST(w.format == static_cast<int>(int8::kernels::PackFormat::Quads));
+            BOOST_TEST(int8::activation_bytes(true) == 1);
+            U8 got(p.N * p.O);
+            int8::gemm_u8s8_packed(p.x.data(), p.N, p.K, zx, w, p.rq, got.data(), p.O);
+            BOOST_TEST(mismatches(got, want) == 0);
+            U8 auto_got(p.N * p.O);  // linear_u8s8 packs narrow for this x by itself
+            int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.rq,
+                              auto_got.data());
+            BOOST_TEST(mismatches(auto_got, want) == 0);
+          }
+        });
+      }
+}
+
+// A narrow packing that relies on it (AVX2, AVX-512: vpmaddubsw would saturate) refuses an
+// input above 127, naming the element; where quads are exact for any input (VNNI, generic) the
+// packing does not rely on it and the result is the reference's.
+BOOST_AUTO_TEST_CASE(narrow_packing_refuses_wide_input) {
+  Problem p = make(3, 40, 5, 0, 0, false, 8);
+  for (auto& v : p.x) v = static_cast<std::uint8_t>(v / 2);
+  p.x[1 * 40 + 17] = 128;
+  BOOST_TEST(!int8::all_narrow(p.x.data(), 120));
+  BOOST_TEST(int8::all_narrow(p.x.data(), 57));
+  const U8 want = reference(p);
+  for_each_isa([&](cpu::Isa isa) {
+    const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
+    BOOST_TEST(w.narrow == (isa == cpu::Isa::AVX2 || isa == cpu::Isa::AVX512));
+    U8 y(3 * 5);
+    try {
+      int8::gemm_u8s8_packed(p.x.data(), 3, 40, 0, w, p.rq, y.data(), 5);
+      BOOST_TEST(!w.narrow, "no error");
+      BOOST_TEST(mismatches(y, want) == 0);
+    } catch (const Error& e) {
+      BOOST_TEST(w.narrow);
+      BOOST_TEST(std::string(e.what()).find("x[1, 17] = 128") != std::string::npos, e.what());
+    }
+  });
+}
+
 BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
   if (cpu::supported_isas().size() < 2) return;
   const Problem p = make(2, 8, 4, 0, 0, false, 5);
@@ -211,7 +271,15 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       {1, 4, 8, 8, 5, 3, 1, {.padding = {2, 2}, .dilation = {2, 2}}, true},
       {2, 3, 5, 6, 33, 1, 1, {}, false},
       {2, 17, 11, 13, 19, 3, 1, {.stride = {2, 2}, .padding = {1, 0}}, true},
-      {2, 9, 7, 9, 6, 3, 3, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 3}, false},
+      {2,
+       9,
+       7,
+       9,
+       6,
+       3,
+       3,
+       {.stride = {1, 2}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 3},
+       false},
       {2, 5, 6, 7, 3, 2, 1, {.dilation = {2, 1}}, false},
       {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true}};  // several chunks of images
   std::mt19937 gen(11);
@@ -227,7 +295,8 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       ws.data<float>()[o] = 0.001f * static_cast<float>(1 + o % 7);
       bq.data<float>()[o] = std::uniform_real_distribution<float>(-0.1f, 0.1f)(gen);
     }
-    const QuantInfo in{0.02, 7};
+    // an input zero point above 127 fills the borders past the narrow range (rounds 2, 3)
+    const QuantInfo in{0.02, (&cs - cases) % 2 ? 200 : 7};
     const ActivationQuant out{{0.05, 100}, 0, 255};
     QuantizedConv2d layer(wq, ws, bq, in, out, cs.relu, cs.params);
     Tensor x = Tensor::empty(Shape{cs.N, cs.C, cs.H, cs.W}, DType::UInt8);
@@ -271,10 +340,13 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
         }
       return y;
     };
-    for (int round = 0; round < 2; ++round) {
+    // rounds 0, 1: inputs in [0, 255]; 2: in [0, 127] (narrow, int8 quads on every path);
+    // 3: 0 or 127 only
+    for (int round = 0; round < 4; ++round) {
       for (std::int64_t i = 0; i < x.numel(); ++i)
-        x.data<std::uint8_t>()[i] =
-            static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+        x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(
+            round == 3 ? 127 * std::uniform_int_distribution<int>(0, 1)(gen)
+                       : std::uniform_int_distribution<int>(0, round == 2 ? 127 : 255)(gen));
       const U8 want = reference_conv();
       const int threads = get_num_threads();
       for_each_isa([&](cpu::Isa) {
@@ -298,10 +370,10 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
         }
       });
       set_num_threads(threads);
-      // as a checkpoint load does: new values into the same buffer
-      Tensor w2 = wq.clone();
+      // as a checkpoint load does: new values into the same buffer (-w - 1: the full range kept)
+      Tensor w2 = layer.weight().clone();
       for (std::int64_t i = 0; i < w2.numel(); ++i)
-        w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(-w2.data<std::int8_t>()[i] / 2);
+        w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(~w2.data<std::int8_t>()[i]);
       Tensor buffer = layer.weight();
       buffer.copy_(w2);
     }
@@ -327,11 +399,13 @@ BOOST_AUTO_TEST_CASE(max_pool_matches_reference) {
   for (const Case& cs : cases) {
     Tensor x = Tensor::empty(Shape{cs.N, cs.C, cs.H, cs.W}, DType::UInt8);
     for (std::int64_t i = 0; i < x.numel(); ++i)
-      x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+      x.data<std::uint8_t>()[i] =
+          static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
     x.set_quant_info({0.1, 3});
     const auto k = cs.p.kernel, pad = cs.p.padding;
     const auto s = cs.p.stride == Pair{0, 0} ? k : cs.p.stride;
-    const std::int64_t Ho = (cs.H + 2 * pad[0] - k[0]) / s[0] + 1, Wo = (cs.W + 2 * pad[1] - k[1]) / s[1] + 1;
+    const std::int64_t Ho = (cs.H + 2 * pad[0] - k[0]) / s[0] + 1,
+                       Wo = (cs.W + 2 * pad[1] - k[1]) / s[1] + 1;
     U8 want(cs.N * cs.C * Ho * Wo);
     for (std::int64_t pl = 0; pl < cs.N * cs.C; ++pl)
       for (std::int64_t oh = 0; oh < Ho; ++oh)
@@ -376,7 +450,8 @@ BOOST_AUTO_TEST_CASE(transpose_and_dequantize_match_plain_loops) {
     });
   }
   Tensor q = Tensor::empty(Shape{3, 1007}, DType::UInt8);
-  for (std::int64_t i = 0; i < q.numel(); ++i) q.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen());
+  for (std::int64_t i = 0; i < q.numel(); ++i)
+    q.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen());
   q.set_quant_info({0.0371, 77});
   std::vector<float> want(q.numel());
   for (std::int64_t i = 0; i < q.numel(); ++i)

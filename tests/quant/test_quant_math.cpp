@@ -14,6 +14,7 @@
 #include "framework/autograd/ops.h"
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/observer.h"
+#include "modules/quant/qconfig.h"
 #include "modules/quant/quantizer.h"
 #include "quant/quant_test_util.h"
 
@@ -186,9 +187,11 @@ BOOST_AUTO_TEST_CASE(observers) {
 
 BOOST_AUTO_TEST_CASE(fake_quantize_module) {
   const auto cs = cases_of("fqmod_");
-  BOOST_TEST(cs.size() == 5u);
+  BOOST_TEST(cs.size() == 6u);
   for (const GoldenCase* c : cs) {
     const QuantSpec spec = spec_of_case(*c);
+    if (c->name == "fqmod_fbgemm_activation")  // PyTorch fbgemm's reduce_range activation
+      BOOST_TEST(QConfigRegistry().get("int8_fbgemm").activation->spec.str() == spec.str());
     const bool pc = spec.granularity == Granularity::PerChannel;
     const Shape ps = pc ? Shape{c->tensor("x_0").size(spec.axis)} : Shape{1};
     FakeQuantize fq(spec, make_observer(ObserverKind::MovingAverage, spec, ps), ps);

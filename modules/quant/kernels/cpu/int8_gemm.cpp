@@ -26,17 +26,19 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::int8::kernels::HWY_NAMESPACE {
 
+// The format for inputs in [0, 255]; narrow inputs ([0, 127]) are quads on every path.
 #if HWY_TARGET == HWY_AVX3_DL || !QAT_INT8_X86
-constexpr PackFormat kFormat = PackFormat::Quads;
+constexpr PackFormat kNative = PackFormat::Quads;
 #else
-constexpr PackFormat kFormat = PackFormat::Pairs;
+constexpr PackFormat kNative = PackFormat::Pairs;
 #endif
 
-int PackFormatImpl() { return static_cast<int>(kFormat); }
+int PackFormatImpl(bool narrow) { return static_cast<int>(narrow ? PackFormat::Quads : kNative); }
 
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
 // of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
 // up to rows_pad.
+template <PackFormat kFormat>
 HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, std::int64_t rows_pad,
                           std::uint8_t* __restrict s) {
   const std::int64_t stride = g.steps * 4;
@@ -65,7 +67,7 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
   const std::int64_t pieces = g.row_off ? g.pieces : 1, psteps = g.row_off ? g.piece_steps : g.steps;
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    if (!g.row_off) fill_rows(g, r, rows, rows, s);
+    if (!g.row_off) fill_rows<PackFormat::Quads>(g, r, rows, rows, s);
     for (std::int64_t b = b0; b < b1; ++b) {
       for (std::int64_t i = 0; i < rows; ++i) {
         std::int32_t acc[kBlock];
@@ -109,6 +111,13 @@ HWY_INLINE Vec bcast(const std::uint8_t* p) {
 }
 // exact: u16 (<= 255) x s16 pairs summed in int32
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+// narrow quads: u8 (<= 127) x s8 pairs summed in int16, exact as |a0 w0 + a1 w1| <= 32512, then
+// the two pairs of each quad summed in int32 (vpmaddwd by ones)
+constexpr std::int64_t kMR7 = 4;  // 8 accumulators + 2 weights + a, ones, the int16 products
+HWY_INLINE Vec ones16() { return _mm256_set1_epi16(1); }
+HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+}
 
 // float32 output stage (int8::requantize): max first, so that a NaN maps to lo as there
 HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m256 inv, __m256 lo, __m256 hi,
@@ -153,6 +162,11 @@ HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b
 #else
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
+constexpr std::int64_t kMR7 = kMR;  // (unused on AVX3_DL, whose quads are native)
+HWY_INLINE Vec ones16() { return _mm512_set1_epi16(1); }
+HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {  // as on AVX2
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
+}
 HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m512 inv, __m512 lo, __m512 hi,
                        Vec zp) {
   __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(sp));
@@ -174,31 +188,35 @@ HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
 
 constexpr std::int64_t kLanes = kBlock / kVecs;
 
-// One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps.
-template <int NB>
+// One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
+// quads of inputs in [0, 127] on a target whose native format is pairs.
+template <int NB, std::int64_t MR, bool kNarrow>
 HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
                      std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
                      std::int64_t rows_valid) {
   constexpr int V = NB * kVecs;
-  Vec acc[kMR][V];
+  const Vec ones = ones16();
+  Vec acc[MR][V];
   for (int v = 0; v < V; ++v) {
     const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
-    for (int i = 0; i < kMR; ++i) acc[i][v] = init;
+    for (int i = 0; i < MR; ++i) acc[i][v] = init;
   }
   const std::uint8_t* __restrict w = g.w + b * g.steps * kStepBytes;
   const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
   for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
     const std::int64_t off = poff[p];
-    const std::uint8_t* a[kMR];
-    for (int i = 0; i < kMR; ++i) a[i] = ap[i] + off;
+    const std::uint8_t* a[MR];
+    for (int i = 0; i < MR; ++i) a[i] = ap[i] + off;
+#pragma GCC unroll 4
     for (std::int64_t s = 0; s < psteps; ++s) {
       Vec bv[V];
       for (int j = 0; j < NB; ++j)
         for (int u = 0; u < kVecs; ++u)
           bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
-      for (int i = 0; i < kMR; ++i) {
+      for (int i = 0; i < MR; ++i) {
         const Vec av = bcast(a[i] + s * 4);
-        for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+        for (int v = 0; v < V; ++v)
+          acc[i][v] = kNarrow ? dot7(acc[i][v], av, bv[v], ones) : dot(acc[i][v], av, bv[v]);
       }
     }
   }
@@ -218,9 +236,12 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   }
 }
 
-void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
-                   void* scratch) {
-  static_assert(kRowBlock % kMR == 0);
+template <PackFormat kFormat>
+void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+               void* scratch) {
+  constexpr bool kNarrow = kFormat != kNative;
+  constexpr std::int64_t MR = kNarrow ? kMR7 : kMR;
+  static_assert(kRowBlock % MR == 0);
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t astride = g.steps * 4;
   const std::int64_t zero = 0;
@@ -229,24 +250,32 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
   const std::uint8_t* ap[kRowBlock];
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    const std::int64_t rows_pad = (rows + kMR - 1) / kMR * kMR;
+    const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
     if (g.row_off) {  // rows past the end repeat the last one (their outputs are not stored)
       for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = g.x + g.row_off[r + (i < rows ? i : rows - 1)];
     } else {
-      fill_rows(g, r, rows, rows_pad, s);
+      fill_rows<kFormat>(g, r, rows, rows_pad, s);
       for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
     }
     // a tile's rows stay in L1 while the weight blocks stream past them
-    for (std::int64_t t = 0; t < rows_pad; t += kMR) {
-      const std::int64_t valid = rows - t < kMR ? rows - t : kMR;
+    for (std::int64_t t = 0; t < rows_pad; t += MR) {
+      const std::int64_t valid = rows - t < MR ? rows - t : MR;
       for (std::int64_t b = b0; b < b1; b += kNB) {
         if (b + kNB <= b1)
-          tile<kNB>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
+          tile<kNB, MR, kNarrow>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
         else
-          tile<1>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
+          tile<1, MR, kNarrow>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
       }
     }
   }
+}
+
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
+  if constexpr (kNative == PackFormat::Pairs) {
+    if (g.format == PackFormat::Quads) return gemm_rows<PackFormat::Quads>(g, r0, r1, b0, b1, scratch);
+  }
+  gemm_rows<kNative>(g, r0, r1, b0, b1, scratch);
 }
 #endif
 
@@ -259,7 +288,9 @@ namespace qat::quant::int8::kernels {
 HWY_EXPORT(PackFormatImpl);
 HWY_EXPORT(GemmRangeImpl);
 
-PackFormat pack_format() { return static_cast<PackFormat>(QAT_DISPATCH(PackFormatImpl)()); }
+PackFormat pack_format(bool narrow) {
+  return static_cast<PackFormat>(QAT_DISPATCH(PackFormatImpl)(narrow));
+}
 
 void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                 void* scratch) {

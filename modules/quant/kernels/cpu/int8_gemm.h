@@ -8,6 +8,10 @@
 //   pairs (AVX2, AVX512):          step s of block b = [16 channels][2 x int16], k = 2s, 2s+1
 // (pairs are widened at pack time so that vpmaddwd multiplies exactly: u8 x s8 products summed
 // in pairs reach 2 * 255 * 128 > 32767, which vpmaddubsw would saturate).
+// Narrow inputs (every activation in [0, 127], e.g. PyTorch fbgemm's reduce_range) use quads on
+// every path: AVX2 / AVX512 multiply them with vpmaddubsw, exact since 2 * 127 * 128 = 32512 <=
+// 32767, then sum the int16 pairs with vpmaddwd by ones: 3 instructions per 32 (AVX2) products
+// against 4 for the pairs, and half the activation bytes.
 #include <cstdint>
 
 #include "modules/quant/int8_kernels.h"
@@ -26,16 +30,16 @@ inline std::int64_t k_per_step(PackFormat f) { return f == PackFormat::Quads ? 4
 struct GemmArgs {
   const std::uint8_t* x;  ///< (M, K) rows, stride ldx (when row_off is null)
   std::int64_t M, K, ldx;
-  const std::uint8_t* w;      ///< packed: blocks * steps * kStepBytes
-  std::int64_t steps;         ///< per block
-  std::int64_t O;             ///< real output channels (blocks = ceil(O / 16))
-  const std::int32_t* acc0;   ///< per padded channel: -zx rowsum(w)
-  const float* scale;         ///< per padded channel: s_in s_w (0 on the pads)
-  const float* bias;          ///< per padded channel: the float bias (0 on the pads)
-  float inv_scale;            ///< 1 / s_out
-  float lo, hi;               ///< the clamp range minus the zero point
-  std::int32_t zp;            ///< output zero point
-  std::uint8_t* y;  ///< (M, O) rows, stride ldy
+  const std::uint8_t* w;     ///< packed: blocks * steps * kStepBytes
+  std::int64_t steps;        ///< per block
+  std::int64_t O;            ///< real output channels (blocks = ceil(O / 16))
+  const std::int32_t* acc0;  ///< per padded channel: -zx rowsum(w)
+  const float* scale;        ///< per padded channel: s_in s_w (0 on the pads)
+  const float* bias;         ///< per padded channel: the float bias (0 on the pads)
+  float inv_scale;           ///< 1 / s_out
+  float lo, hi;              ///< the clamp range minus the zero point
+  std::int32_t zp;           ///< output zero point
+  std::uint8_t* y;           ///< (M, O) rows, stride ldy
   std::int64_t ldy;
   /// Implicit GEMM (a convolution read in place): row m of A is the concatenation of `pieces`
   /// runs, piece p at x + row_off[m] + piece_off[p] bytes, each piece_steps steps of 4 bytes
@@ -44,6 +48,9 @@ struct GemmArgs {
   const std::int64_t* row_off = nullptr;
   const std::int64_t* piece_off = nullptr;
   std::int64_t pieces = 1, piece_steps = 0;
+  /// The packing of w (and of the activations read): Quads on a Pairs path promises inputs in
+  /// [0, 127] (the caller checked).
+  PackFormat format = PackFormat::Pairs;
 };
 
 /// Rows per scratch block (a multiple of every micro-kernel's row count).
@@ -51,8 +58,8 @@ constexpr std::int64_t kRowBlock = 24;
 /// Scratch bytes gemm_range needs (per thread).
 inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
 
-/// The packing format of the current path.
-PackFormat pack_format();
+/// The packing format of the current path for inputs in [0, 255] (narrow: in [0, 127]).
+PackFormat pack_format(bool narrow = false);
 /// Rows [r0, r1) and channel blocks [b0, b1) of y; scratch of scratch_bytes(a.steps).
 void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                 void* scratch);
