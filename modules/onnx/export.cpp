@@ -48,6 +48,9 @@ struct Grid {
   Tensor scale, zero_point;  // float32 / int32, param_shape(spec, shape)
   std::string scale_name, zero_point_name;
   int axis = 0;  // per-channel / per-block axis (non-negative)
+  // an activation grid narrower than its 8-bit type (e.g. uint7, fbgemm's reduce_range): Clip
+  // to [(qmin - z) s, (qmax - z) s] before QuantizeLinear, whose saturation is the type's
+  std::string clip_lo, clip_hi;
 };
 
 // Index of the scale / zero point that element `i` of a tensor of `shape` uses.
@@ -200,6 +203,10 @@ class Exporter : private onnx_writer::GraphWriter {
       g.type = spec.is_signed ? kInt8 : kUInt8;
       report_.notes.push_back(concat("'", qname, "' (", spec.str(), ") is written with int8 codes (ONNX has no ",
                                      spec.bits, "-bit type); the values are the QAT model's"));
+    } else if (spec.bits < 8 && spec.granularity == Granularity::PerTensor) {
+      g.type = spec.is_signed ? kInt8 : kUInt8;  // clip_lo / clip_hi below
+      report_.notes.push_back(concat("'", qname, "' (", spec.str(), ") is written as 8-bit codes behind a Clip to its ",
+                                     spec.bits, "-bit range (ONNX has no ", spec.bits, "-bit type)"));
     } else {
       throw Error(concat("export_onnx: '", qname, "' (", spec.str(),
                          ") has no ONNX form: QuantizeLinear has 4-, 8- and 16-bit integer and FP8 types"));
@@ -222,6 +229,16 @@ class Exporter : private onnx_writer::GraphWriter {
     g.zero_point_name = initializer(unique(qname + ".zero_point"), g.type,
                                     per_tensor ? std::vector<std::int64_t>{} : g.zero_point.shape().vec(),
                                     raw_codes(zp, g.type));
+    if (!weight && !spec.is_float() && spec.bits < 8) {
+      const float s = g.scale.data<float>()[0];
+      const auto z = static_cast<float>(zp[0]);
+      auto bound = [&](std::int64_t q, const char* which) {
+        const Tensor v = Tensor::full(Shape{1}, (static_cast<float>(q) - z) * s);
+        return initializer(unique(qname + which), v, true);
+      };
+      g.clip_lo = bound(spec.quant_min(), ".clip_min");
+      g.clip_hi = bound(spec.quant_max(), ".clip_max");
+    }
     return &grids_.emplace(q.get(), std::move(g)).first->second;
   }
 
@@ -233,7 +250,12 @@ class Exporter : private onnx_writer::GraphWriter {
   // x -> QuantizeLinear -> DequantizeLinear; returns the dequantized value.
   std::string qdq(const std::string& x, const Grid& g, const std::string& name) {
     const std::string q = unique(name + "_quantized"), dq = unique(name + "_dequantized");
-    qdq_attrs(node("QuantizeLinear", {x, g.scale_name, g.zero_point_name}, {q}, name), g);
+    std::string in = x;
+    if (!g.clip_lo.empty()) {
+      in = unique(name + "_clipped");
+      node("Clip", {x, g.clip_lo, g.clip_hi}, {in}, name + "_clip");
+    }
+    qdq_attrs(node("QuantizeLinear", {in, g.scale_name, g.zero_point_name}, {q}, name), g);
     qdq_attrs(node("DequantizeLinear", {q, g.scale_name, g.zero_point_name}, {dq}, name), g);
     return dq;
   }

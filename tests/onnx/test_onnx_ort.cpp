@@ -1,5 +1,6 @@
-// Exported models in every format the presets cover, run in ONNX Runtime and compared with the
-// fake-quant model they came from: within one output quantization step (integer grids) or one
+// Exported models in every format the presets cover (int8_fbgemm's 7-bit activations through a
+// Clip before each QuantizeLinear), run in ONNX Runtime and compared with the fake-quant model
+// they came from: within one output quantization step (integer grids) or one
 // FP8 rounding (FP8), with float or int8 weight initializers, with ORT's graph optimizations
 // off (Q/DQ computed as written) and on (its integer kernels).
 #include <boost/test/unit_test.hpp>
@@ -43,7 +44,8 @@ BOOST_AUTO_TEST_CASE(every_format_runs_like_fake_quant, *boost::unit_test::preco
   const auto dir = std::filesystem::temp_directory_path() / ("qat_onnx_ort_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const Tensor x = batch(64, 77);
-  for (const Case& c : {Case{"int8_default", 0, 13}, Case{"int8_lsq", 0, 13}, Case{"int8_pact", 0, 13},
+  for (const Case& c : {Case{"int8_default", 0, 13}, Case{"int8_fbgemm", 0, 13}, Case{"int8_lsq", 0, 13},
+                        Case{"int8_pact", 0, 13},
                         Case{"int4_lsq", 0, 21}, Case{"fp8_e4m3", 0, 19},
                         Case{"int4_weight_block32", 1, 21}, Case{"int8_default", 2, 13}}) {
     nn::ModulePtr m = c.model == 1   ? nn::ModulePtr(trained<SmallMLP>(c.config))
@@ -82,6 +84,32 @@ BOOST_AUTO_TEST_CASE(every_format_runs_like_fake_quant, *boost::unit_test::preco
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// 7-bit activations (int8_fbgemm: [0, 127] in uint8 codes) on inputs far outside the ranges
+// the model observed: the Clip before each QuantizeLinear saturates at 127 as the fake quantizer
+// does (QuantizeLinear alone would saturate at 255).
+BOOST_AUTO_TEST_CASE(seven_bit_activations_saturate_like_fake_quant,
+                     *boost::unit_test::precondition(test::OrtAvailable())) {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("qat_7bit_" + std::to_string(::getpid()) + ".onnx");
+  nn::ModulePtr m = trained_resnet("int8_fbgemm");
+  Generator gen(91);
+  const Tensor x = Tensor::uniform(Shape{64, 2, 8, 8}, -3, 4, gen);
+  const Tensor fq = eval(*m, x);
+  const double step = output_step(*m, example());
+  const OnnxExportReport r = export_onnx(*m, example(), path.string());
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted = noted || n.find("behind a Clip to its 7-bit range") != std::string::npos;
+  BOOST_TEST(noted);
+  for (const std::string level : {"disabled", "all"}) {
+    const double err = max_steps(test::ort_run(path.string(), x, level), fq, step);
+    std::cout << "test_onnx_ort: int8_fbgemm, inputs in [-3, 4], " << level << ": max difference "
+              << err << " output steps" << std::endl;
+    BOOST_TEST(err <= 1.0 + 1e-3, level);
+  }
+  std::filesystem::remove(path);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
