@@ -395,7 +395,11 @@ def fqmod_case(name, bits, signed, symmetric, per_channel, axis, shape):
         kw.update(quant_min=qmin, quant_max=qmax)
     if per_channel:
         kw["ch_axis"] = axis
-    fq = FakeQuantize(**kw)
+    write_fqmod(name, FakeQuantize(**kw), bits, signed, symmetric, per_channel, axis, shape)
+
+
+# three calls of the module `fq` on growing random batches, then its scale and zero point
+def write_fqmod(name, fq, bits, signed, symmetric, per_channel, axis, shape):
     w.case(name)
     for k, v in (("bits", bits), ("is_signed", signed), ("symmetric", symmetric),
                  ("per_channel", per_channel), ("axis", axis), ("calls", 3)):
@@ -426,17 +430,7 @@ def fqmod_fbgemm_case(name, shape):
                       reduce_range=True, dtype=torch.quint8, qscheme=torch.per_tensor_affine,
                       averaging_constant=0.01)
     assert (fq.quant_min, fq.quant_max) == (0, 127)
-    w.case(name)
-    for k, v in (("bits", 7), ("is_signed", False), ("symmetric", False), ("per_channel", False),
-                 ("axis", 0), ("calls", 3)):
-        w.scalar(k, v)
-    for i in range(3):
-        x = torch.randn(shape) * (1 + i) + 0.3 * i
-        w.tensor("x_%d" % i, x)
-        w.tensor("out_%d" % i, fq(x))
-    w.tensor("scale", fq.scale.reshape(-1))
-    w.tensor("zero_point", fq.zero_point.reshape(-1).to(torch.int64))
-    w.end()
+    write_fqmod(name, fq, 7, False, False, False, 0, shape)
 
 
 fqmod_fbgemm_case("fqmod_fbgemm_activation", [7, 9])
