@@ -101,6 +101,8 @@ bool all_narrow(const std::uint8_t* x, std::int64_t n) {
   return any < 128;
 }
 
+bool narrow_is_faster() { return kernels::pack_format(true) != kernels::pack_format(false); }
+
 // quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
 // channel, k = 2 s + j; zero beyond O and K. With pieces, k = p L + l sits at step
 // p piece_steps + l / kps.
@@ -115,7 +117,7 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
   p.O = O;
   p.K = K;
   p.format = static_cast<int>(f);
-  p.narrow = narrow && f != pack_format(false);  // only where it changes the kernel (AVX2, AVX512)
+  p.narrow = narrow && narrow_is_faster();  // only where it changes the kernel
   p.pieces = pieces;
   p.piece_steps = (L + kps - 1) / kps;
   p.steps = pieces * p.piece_steps;
@@ -212,10 +214,11 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
 }  // namespace
 
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
-                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
+                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy,
+                      bool x_checked_narrow) {
   QAT_REQUIRE(w.pieces == 1, "int8::gemm_u8s8_packed", "weights packed in ", w.pieces,
               " pieces are for gemm_u8s8_implicit");
-  for (std::int64_t m = 0; w.narrow && m < M; ++m) {
+  for (std::int64_t m = 0; w.narrow && !x_checked_narrow && m < M; ++m) {
     if (all_narrow(x + m * ldx, w.K)) continue;
     const std::int64_t k =
         std::find_if(x + m * ldx, x + m * ldx + w.K, [](auto v) { return v > 127; }) - (x + m * ldx);
@@ -248,9 +251,10 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
                  std::uint8_t* y) {
-  PackedWeights p = pack_weights(w, O, K, all_narrow(x, N * K));
+  const bool narrow = narrow_is_faster() && all_narrow(x, N * K);
+  PackedWeights p = pack_weights(w, O, K, narrow);
   p.sums.assign(w_sums, w_sums + O);
-  gemm_u8s8_packed(x, N, K, zx, p, rq, y, O);
+  gemm_u8s8_packed(x, N, K, zx, p, rq, y, O, narrow);
 }
 
 // y (O, P) = (col^T (P, K) . w^T)^T

@@ -72,6 +72,9 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
 int activation_bytes(bool narrow = false);
 /// Whether every x[i] (n bytes) is in [0, 127]: the inputs a narrow packing may read.
 bool all_narrow(const std::uint8_t* x, std::int64_t n);
+/// Whether the current CPU path has a faster kernel for narrow inputs (AVX2, AVX-512 without
+/// VNNI); elsewhere a narrow packing is the usual one.
+bool narrow_is_faster();
 
 /// Implicit GEMM (a convolution read in place): y row m (M rows, ldy apart) =
 /// requant(A_m . w^T - zx rowsum(w)), where A_m is the concatenation of w.pieces runs of
@@ -87,9 +90,10 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the
 /// output stage fused; OpenMP over row / channel blocks when get_num_threads() > 1 (the result
 /// does not depend on the thread count or the CPU path). Throws if w was packed for another path,
-/// or narrow and an x is above 127.
+/// or narrow and an x is above 127 (x_checked_narrow: the caller's all_narrow said it is not).
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
-                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy);
+                      const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy,
+                      bool x_checked_narrow = false);
 
 /// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w)), x uint8 with zero point zx,
 /// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call, narrow when every

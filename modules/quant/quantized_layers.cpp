@@ -287,12 +287,14 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  const Prepared& st = prepared(1, false, 1, int8::all_narrow(x.data<std::uint8_t>(), x.numel()));
+  // a 7-bit input: int8 quads through vpmaddubsw where that is faster
+  const bool narrow = int8::narrow_is_faster() && int8::all_narrow(x.data<std::uint8_t>(), x.numel());
+  const Prepared& st = prepared(1, false, 1, narrow);
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
   int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                         st.packed[0], st.requant, y.data<std::uint8_t>(), O);
+                         st.packed[0], st.requant, y.data<std::uint8_t>(), O, narrow);
   y.set_quant_info(output_quant());
   return y;
 }
@@ -338,8 +340,9 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::uint8_t* px = x.data<std::uint8_t>();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   const std::int64_t pieces = runs ? kh : kh * kw;
-  // a 7-bit input (and border, the input zero point): int8 quads on every path
-  const bool narrow = zx <= 127 && int8::all_narrow(px, x.numel());
+  // a 7-bit input (and border, the input zero point): int8 quads through vpmaddubsw where that
+  // is faster
+  const bool narrow = int8::narrow_is_faster() && zx <= 127 && int8::all_narrow(px, x.numel());
   const Prepared& st = prepared(G, true, pieces, narrow);
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Ho, Wo, O} : Shape{N, O, Ho, Wo}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
