@@ -202,15 +202,21 @@ BOOST_AUTO_TEST_CASE(fp8_matches_reference) {
 
 BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
   for (std::int64_t n : kSizes)
-    for (int special = 0; special < 6; ++special) {
+    for (int special = 0; special < 10; ++special) {
       F x = data(n, 0.1f, -100, 100, 21 + n, false);
       if (special == 1) x[n / 2] = kNaN;
       if (special == 2) x[n - 1] = kInf;
       if (special == 3) x[0] = -kInf;
-      // signed zeros at the minimum (4) or maximum (5): -0 counts below +0
+      // signed zeros at the minimum (4, 6, 8) or maximum (5, 7, 9): -0 counts below +0.
+      // 4, 5: both signs; 6, 7: the one sign that is not the extreme (a ReLU's +0 minimum);
+      // 8, 9: the extreme's sign only at the last element (the scalar tail where there is one)
+      const bool at_min = special % 2 == 0;
       for (std::int64_t i = 0; special >= 4 && i < n; ++i) {
-        x[i] = special == 4 ? std::fabs(x[i]) : -std::fabs(x[i]);
-        if (i % 5 == 1) x[i] = (i / 5) % 2 ? 0.0f : -0.0f;
+        x[i] = at_min ? std::fabs(x[i]) : -std::fabs(x[i]);
+        const float other = at_min ? 0.0f : -0.0f, extreme = at_min ? -0.0f : 0.0f;
+        if (special <= 5 && i % 5 == 1) x[i] = (i / 5) % 2 ? 0.0f : -0.0f;
+        if (special >= 6 && i % 5 == 1) x[i] = other;
+        if (special >= 8 && i == n - 1) x[i] = extreme;
       }
       float mn_ref = kInf, mx_ref = -kInf;
       for (float v : x) {

@@ -3,6 +3,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/minmax.cpp"
 #include <algorithm>
+#include <cmath>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -22,31 +23,27 @@ HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
   nan = hn::Or(nan, IsNan(v));
 }
 
-// Whether x holds a -0 and a +0 (bit patterns 0x80000000 and 0), vectorised; stops once both
-// are seen. A ReLU's output has a zero minimum, so this runs on most activations.
-HWY_INLINE void ZeroSigns(const float* x, std::int64_t n, bool& neg0, bool& pos0) {
-  const DF df;
-  const DI di;
-  const VI minus_zero = hn::Set(di, static_cast<std::int32_t>(0x80000000u)), zero = hn::Zero(di);
-  auto neg = hn::FirstN(di, 0), pos = hn::FirstN(di, 0);
-  std::int64_t i = 0;
-  for (; i + kNF <= n; i += kNF) {
-    const VI bits = hn::BitCast(di, hn::LoadU(df, x + i));
-    neg = hn::Or(neg, hn::Eq(bits, minus_zero));
-    pos = hn::Or(pos, hn::Eq(bits, zero));
-    if ((i & 1023) == 0 && !hn::AllFalse(di, neg) && !hn::AllFalse(di, pos)) break;
+// The signs of a zero minimum or maximum, from the same read: with min == 0 no value is below
+// zero, so a set sign bit anywhere (the OR of all bits) is a -0; with max == 0 a clear sign bit
+// anywhere (the AND of all bits) is a +0. (A NaN's sign bit may answer wrongly; a NaN is
+// reported as bad anyway.)
+struct Signs {
+  VF any, all;                     // the OR and the AND of all bits
+  bool neg = false, pos = false;  // the scalar tail's sign bits
+  HWY_INLINE Signs() : any(hn::Zero(DF())), all(hn::BitCast(DF(), hn::Set(DI(), -1))) {}
+  HWY_INLINE void Fold(VF v) { any = hn::Or(any, v), all = hn::And(all, v); }
+  HWY_INLINE void Fold(float v) { (std::signbit(v) ? neg : pos) = true; }
+  // a = the minimum, b = the maximum: a zero one gets its sign
+  HWY_INLINE void Fix(float& a, float& b) const {
+    const DI di;
+    if (a == 0) a = neg || !hn::AllFalse(di, hn::Lt(hn::BitCast(di, any), hn::Zero(di))) ? -0.0f : 0.0f;
+    if (b == 0) b = pos || !hn::AllTrue(di, hn::Lt(hn::BitCast(di, all), hn::Zero(di))) ? 0.0f : -0.0f;
   }
-  neg0 = !hn::AllFalse(di, neg);
-  pos0 = !hn::AllFalse(di, pos);
-  for (i = std::max<std::int64_t>(i, n / kNF * kNF); i < n && !(neg0 && pos0); ++i) {
-    neg0 = neg0 || (x[i] == 0 && std::signbit(x[i]));
-    pos0 = pos0 || (x[i] == 0 && !std::signbit(x[i]));
-  }
-}
+};
 
 // Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
-// in any order, up to the sign of a zero result: that is fixed afterwards, -0 below +0, by a
-// second scan for zeros (only when the min or max is zero, e.g. after a ReLU).
+// in any order, up to the sign of a zero result: Signs fixes that, -0 below +0 (a ReLU's output
+// has a zero minimum).
 void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
   const DF df;
   constexpr float inf = __builtin_inff();
@@ -57,9 +54,18 @@ void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
     hi[j] = hn::Set(df, -inf);
   }
   std::int64_t i = 0;
+  Signs signs;
   for (; i + 4 * kNF <= n; i += 4 * kNF)
-    for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, x + i + j * kNF), lo[j], hi[j], nan);
-  for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, x + i), lo[0], hi[0], nan);
+    for (int j = 0; j < 4; ++j) {
+      const VF v = hn::LoadU(df, x + i + j * kNF);
+      Fold(v, lo[j], hi[j], nan);
+      signs.Fold(v);
+    }
+  for (; i + kNF <= n; i += kNF) {
+    const VF v = hn::LoadU(df, x + i);
+    Fold(v, lo[0], hi[0], nan);
+    signs.Fold(v);
+  }
   for (int j = 1; j < 4; ++j) {
     lo[0] = hn::IfThenElse(hn::Lt(lo[j], lo[0]), lo[j], lo[0]);
     hi[0] = hn::IfThenElse(hn::Gt(hi[j], hi[0]), hi[j], hi[0]);
@@ -78,13 +84,9 @@ void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
     a = v < a ? v : a;
     b = v > b ? v : b;
     any = any || v != v;
+    signs.Fold(v);
   }
-  if (a == 0 || b == 0) {
-    bool neg0 = false, pos0 = false;
-    ZeroSigns(x, n, neg0, pos0);
-    if (a == 0) a = neg0 ? -0.0f : 0.0f;
-    if (b == 0) b = pos0 ? 0.0f : -0.0f;
-  }
+  signs.Fix(a, b);
   *mn = a;
   *mx = b;
   *bad = *bad || any || a == -inf || b == inf;
@@ -104,14 +106,23 @@ void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, fl
       lo[j] = hn::Set(df, inf);
       hi[j] = hn::Set(df, -inf);
     }
+    Signs signs;
     std::int64_t i = 0;
     for (; i + 4 * kNF <= n; i += 4 * kNF) {
       // a weight comes from L3 at the start of a step: fetch 4 KB ahead, across the rows
       for (std::int64_t b = 0; b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
         if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(xr + i + b + 1024);
-      for (int j = 0; j < 4; ++j) Fold(hn::LoadU(df, xr + i + j * kNF), lo[j], hi[j], nan);
+      for (int j = 0; j < 4; ++j) {
+        const VF v = hn::LoadU(df, xr + i + j * kNF);
+        Fold(v, lo[j], hi[j], nan);
+        signs.Fold(v);
+      }
     }
-    for (; i + kNF <= n; i += kNF) Fold(hn::LoadU(df, xr + i), lo[0], hi[0], nan);
+    for (; i + kNF <= n; i += kNF) {
+      const VF v = hn::LoadU(df, xr + i);
+      Fold(v, lo[0], hi[0], nan);
+      signs.Fold(v);
+    }
     const VF l = hn::Min(hn::Min(lo[0], lo[1]), hn::Min(lo[2], lo[3]));
     const VF h = hn::Max(hn::Max(hi[0], hi[1]), hn::Max(hi[2], hi[3]));
     float a = hn::GetLane(hn::MinOfLanes(df, l)), b = hn::GetLane(hn::MaxOfLanes(df, h));
@@ -120,13 +131,9 @@ void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, fl
       a = v < a ? v : a;
       b = v > b ? v : b;
       any = any || v != v;
+      signs.Fold(v);
     }
-    if (a == 0 || b == 0) {
-      bool neg0 = false, pos0 = false;
-      ZeroSigns(xr, n, neg0, pos0);
-      if (a == 0) a = neg0 ? -0.0f : 0.0f;
-      if (b == 0) b = pos0 ? 0.0f : -0.0f;
-    }
+    signs.Fix(a, b);
     mn[r] = a;
     mx[r] = b;
     any = any || a == -inf || b == inf;
