@@ -117,6 +117,9 @@ struct Pool2dParams {
   bool count_include_pad = true;  // avg_pool2d only
 };
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+/// max_pool2d(relu(x), p), the same values and gradients; one pass over x where the pool is
+/// 2x2 with stride 2 (nn::Sequential runs a ReLU and such a MaxPool2d this way).
+Tensor relu_max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 /// Average pooling to a fixed output size, with PyTorch's bin edges floor(i*H/oh)..ceil((i+1)*H/oh).
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);

@@ -129,6 +129,8 @@ class Module {
   std::int64_t register_forward_hook(ForwardHook hook);
   /// Removes a hook by handle; returns false if there is none.
   bool remove_hook(std::int64_t handle);
+  /// Whether a forward or forward pre-hook is registered.
+  bool has_hooks() const { return !pre_hooks_.empty() || !hooks_.empty(); }
   /// Whether graph capture treats a call as one step (true for a module without children;
   /// QAT layers and quantizers, whose children are their own internals, override it).
   virtual bool is_atomic() const { return children_.empty(); }

@@ -1,6 +1,19 @@
 #include "framework/nn/sequential.h"
 
+#include <typeinfo>
+
+#include "framework/nn/basic.h"
+
 namespace qat::nn {
+
+namespace {
+// a ReLU then a MaxPool2d (those exact types), neither watched by a hook or a graph capture
+const MaxPool2d* relu_then_pool(const Module& a, const Module& b) {
+  if (typeid(a) != typeid(ReLU) || typeid(b) != typeid(MaxPool2d)) return nullptr;
+  if (a.has_hooks() || b.has_hooks() || CallObserverGuard::current() != nullptr) return nullptr;
+  return static_cast<const MaxPool2d*>(&b);
+}
+}  // namespace
 
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Sequential() {
   for (const auto& m : modules) push_back(m);
@@ -20,8 +33,18 @@ Sequential& Sequential::push_back(const std::string& name, ModulePtr module) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  const NamedModules& children = named_children();
   Tensor h = x;
-  for (const auto& [name, m] : named_children()) h = (*m)(h);
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const Module& m = *children[i].second;
+    if (i + 1 < children.size())
+      if (const MaxPool2d* pool = relu_then_pool(m, *children[i + 1].second)) {
+        h = relu_max_pool2d(h, pool->params());
+        ++i;
+        continue;
+      }
+    h = (*children[i].second)(h);
+  }
   return h;
 }
 

@@ -6,6 +6,8 @@
 namespace qat::nn {
 
 /// Applies its children in order; children are named "0", "1", ... unless named explicitly.
+/// A ReLU followed by a MaxPool2d runs as relu_max_pool2d (one pass, the same values and
+/// gradients), unless a hook or a graph capture watches the calls.
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

@@ -1,5 +1,6 @@
 // The runtime-dispatched CPU kernels of framework/kernels/cpu against scalar references, on every
 // instruction-set path (for_each_isa) and on odd sizes, so that vector bodies and tails both run.
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -148,6 +149,51 @@ BOOST_AUTO_TEST_CASE(max_pool_2x2_forward_backward) {
           }
         kernels::max_pool_2x2_backward(g.data(), at.data(), H, W, d.data());
         check_close(d, want, 0);
+      }
+    }
+  });
+}
+
+// The fused ReLU + 2x2 max pool against the two kernels one after the other: the same outputs,
+// the same argmax where the window's maximum is above 0 and kNowhere elsewhere, and its
+// backward = relu's backward of the pool's backward. Windows all negative, all zero (+0 and
+// -0), with ties, NaNs (relu maps them to 0) and infinities.
+BOOST_AUTO_TEST_CASE(max_pool_2x2_relu_matches_relu_then_pool) {
+  for_each_isa([](cpu::Isa) {
+    for (i64 H : {2, 3, 6}) {
+      for (i64 W : {2, 3, 11, 17, 28, 34, 67}) {
+        auto x = random_vec<float>(H * W, static_cast<std::uint32_t>(H * 1000 + W));
+        for (i64 i = 0; i < H * W; ++i) {
+          if (i % 5 == 0) x[i] = std::round(x[i]);  // ties, zeros
+          if (i % 13 == 3) x[i] = i % 2 ? 0.0f : -0.0f;
+          if (i % 29 == 7) x[i] = -std::fabs(x[i]);
+        }
+        x[(H * W) / 3] = std::numeric_limits<float>::quiet_NaN();
+        x[(H * W) / 2] = -std::numeric_limits<float>::infinity();
+        if (H * W > 8) x[H * W - 2] = std::numeric_limits<float>::infinity();
+        for (i64 c = 0; c + 1 < W && H >= 2; c += 6)  // a whole window below or at zero
+          x[c] = -1.0f, x[c + 1] = -0.0f, x[W + c] = -2.0f, x[W + c + 1] = 0.0f;
+        const i64 Ho = H / 2, Wo = W / 2;
+        std::vector<float> r(H * W), out(Ho * Wo), want(Ho * Wo);
+        std::vector<std::uint8_t> at(Ho * Wo), arg(Ho * Wo);
+        kernels::relu(x.data(), r.data(), H * W);
+        kernels::max_pool_2x2(r.data(), H, W, want.data(), arg.data());
+        kernels::max_pool_2x2_relu(x.data(), H, W, out.data(), at.data());
+        for (i64 o = 0; o < Ho * Wo; ++o) {
+          BOOST_TEST_REQUIRE(std::bit_cast<std::uint32_t>(out[o]) == std::bit_cast<std::uint32_t>(want[o]),
+                             "H " << H << " W " << W << " window " << o);
+          BOOST_TEST_REQUIRE(int(at[o]) == (want[o] > 0 ? int(arg[o]) : int(kernels::kNowhere)),
+                             "H " << H << " W " << W << " window " << o);
+        }
+        const auto g = random_vec<float>(Ho * Wo, 9);
+        std::vector<float> d(H * W, 42.0f), dr(H * W, 42.0f), dx(H * W, 42.0f);
+        kernels::max_pool_2x2_backward(g.data(), arg.data(), H, W, dr.data());
+        kernels::relu_backward(dr.data(), x.data(), dx.data(), H * W);
+        for (i64 i = 2 * Ho * W; i < H * W; ++i) dx[i] = 42.0f;  // rows the pool does not cover
+        for (i64 h = 0; h < 2 * Ho; ++h)
+          for (i64 c = 2 * Wo; c < W; ++c) dx[h * W + c] = 42.0f;
+        kernels::max_pool_2x2_backward(g.data(), at.data(), H, W, d.data());
+        check_close(d, dx, 0);
       }
     }
   });

@@ -2,6 +2,7 @@
 // hand-computed values, error messages, and golden vectors from PyTorch 1.13
 // (tests/golden/gen_framework_golden.py), compared in float64 and in float32.
 #include <algorithm>
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <functional>
@@ -10,7 +11,10 @@
 
 #include "common/golden.h"
 #include "common/gradcheck.h"
+#include "common/isa.h"
 #include "framework/autograd/ops.h"
+#include "framework/nn/basic.h"
+#include "framework/nn/sequential.h"
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
@@ -413,6 +417,60 @@ BOOST_AUTO_TEST_CASE(max_pool2d_2x2_matches_generic) {
     BOOST_TEST(x32.grad().to(DType::Float64).to_vector<double>() == x64.grad().to_vector<double>(),
                tt::per_element());
   }
+}
+
+// relu_max_pool2d = max_pool2d(relu(x)) bit for bit, values and the gradient reaching x, on
+// every CPU path: the fused 2x2 kernel (even and odd planes, more than 16 windows a row) and
+// the two ops it falls back to (other windows, float64). nn::Sequential fuses a ReLU and a
+// MaxPool2d unless a hook watches them.
+BOOST_AUTO_TEST_CASE(relu_max_pool2d_matches_relu_then_max_pool2d) {
+  const std::pair<const char*, Pool2dParams> configs[] = {
+      {"k2", pool_params({2, 2}, {0, 0}, {0, 0})},
+      {"k3_s2_p1", pool_params({3, 3}, {2, 2}, {1, 1})},
+  };
+  test::for_each_isa([&](cpu::Isa) {
+    for (const auto& [name, p] : configs)
+      for (const Shape& shape : {Shape{2, 3, 6, 34}, Shape{2, 3, 7, 9}, Shape{3, 2, 14, 14}}) {
+        Generator gen(shape.numel());
+        std::vector<float> v(static_cast<std::size_t>(shape.numel()));
+        for (float& e : v) {  // ties, zeros of both signs, negative windows, a few NaNs
+          const std::uint64_t r = gen.below(24);
+          e = r == 0 ? NAN : r == 1 ? -0.0f : static_cast<float>(gen.below(5)) - 2.0f;
+        }
+        Tensor a = Tensor::from_vector<float>(v, shape).requires_grad_();
+        Tensor b = a.detach().requires_grad_();
+        Tensor ya = relu_max_pool2d(a, p), yb = max_pool2d(relu(b), p);
+        const auto va = ya.to_vector<float>(), vb = yb.to_vector<float>();
+        BOOST_TEST_REQUIRE(va.size() == vb.size());
+        for (std::size_t i = 0; i < va.size(); ++i)
+          BOOST_TEST(std::bit_cast<std::uint32_t>(va[i]) == std::bit_cast<std::uint32_t>(vb[i]),
+                     name << " " << shape << " out " << i);
+        const Tensor g = Tensor::uniform(ya.shape(), -1, 1, gen);
+        ya.backward(g);
+        yb.backward(g);
+        BOOST_TEST(a.grad().to_vector<float>() == b.grad().to_vector<float>(), tt::per_element());
+      }
+  });
+  auto x = distinct_values(Shape{2, 3, 6, 6}, 3);  // float64: the two ops, checked numerically
+  check_gradients("relu_max_pool2d",
+                  [](const V& in) { return relu_max_pool2d(in[0], pool_params({2, 2}, {0, 0}, {0, 0})); },
+                  {x});
+
+  // nn::Sequential: fused, the same as the modules one by one; a hook sees its module's call
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back("relu", std::make_shared<nn::ReLU>());
+  net->push_back("pool", std::make_shared<nn::MaxPool2d>(2));
+  Generator gen(7);
+  const Tensor in = Tensor::uniform(Shape{2, 3, 8, 10}, -1, 1, gen);
+  const auto want = max_pool2d(relu(in), pool_params({2, 2}, {0, 0}, {0, 0})).to_vector<float>();
+  BOOST_TEST(net->forward(in).to_vector<float>() == want, tt::per_element());
+  int seen = 0;
+  (*net)[0]->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor& out) {
+    ++seen;
+    BOOST_TEST(out.shape() == in.shape());  // the ReLU's own output
+  });
+  BOOST_TEST(net->forward(in).to_vector<float>() == want, tt::per_element());
+  BOOST_TEST(seen == 1);
 }
 
 BOOST_AUTO_TEST_CASE(pooling_errors) {

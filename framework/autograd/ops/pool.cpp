@@ -236,17 +236,14 @@ Tensor avg_pool(const Tensor& x, Windows w, const char* name) {
   return out;
 }
 
-}  // namespace
-
-// out = max of each window (padding counts as -inf; NaN wins);  dx[argmax] += g
-Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
-  Windows w = sliding(x, p, true, "max_pool2d");
-  if (x.device() == Device::CUDA) return max_pool_cuda(x, w);
+// out = max of each window (padding counts as -inf; NaN wins);  dx[argmax] += g.
+// relu_first: the windows of relu(x) on the 2x2 fast path, in the same pass (relu_max_pool2d).
+Tensor max_pool_cpu(const Tensor& x, const Windows& w, bool fast, bool relu_first) {
+  const char* name = relu_first ? "relu_max_pool2d" : "max_pool2d";
   Tensor out = Tensor::empty(w.out_shape(x), x.dtype());
-  const bool fast = x.dtype() == DType::Float32 && is_plain_2x2(w);
   // the argmax: its index in the input plane, or its window position on the fast path
   Tensor idx = Tensor::empty(out.shape(), fast ? DType::UInt8 : DType::Int64);
-  detail::dispatch_float(x.dtype(), "max_pool2d", [&]<class T>() {
+  detail::dispatch_float(x.dtype(), name, [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
 #pragma omp parallel for schedule(static) if (w.planes * w.H * w.W >= kParallelMin)
@@ -255,14 +252,18 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
       T* o = po + pl * w.Ho * w.Wo;
       if constexpr (std::is_same_v<T, float>) {
         if (fast) {
-          kernels::max_pool_2x2(in, w.H, w.W, o, idx.data<std::uint8_t>() + pl * w.Ho * w.Wo);
+          std::uint8_t* at = idx.data<std::uint8_t>() + pl * w.Ho * w.Wo;
+          if (relu_first)
+            kernels::max_pool_2x2_relu(in, w.H, w.W, o, at);
+          else
+            kernels::max_pool_2x2(in, w.H, w.W, o, at);
           continue;
         }
       }
       max_pool_plane(in, o, idx.data<std::int64_t>() + pl * w.Ho * w.Wo, w);
     }
   });
-  autograd::record(out, "max_pool2d", {x}, [w, idx, fast](const Tensor& g, const Inputs& in, Grads& gi) {
+  autograd::record(out, name, {x}, [w, idx, fast](const Tensor& g, const Inputs& in, Grads& gi) {
     const bool covered = fast && w.H % 2 == 0 && w.W % 2 == 0;  // the 2x2 windows tile the input
     gi[0] = covered ? Tensor::empty(in[0].shape(), g.dtype()) : Tensor::zeros(in[0].shape(), g.dtype());
     detail::dispatch_float(g.dtype(), "max_pool2d_backward", [&]<class T>() {
@@ -285,6 +286,24 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
     });
   });
   return out;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  Windows w = sliding(x, p, true, "max_pool2d");
+  if (x.device() == Device::CUDA) return max_pool_cuda(x, w);
+  return max_pool_cpu(x, w, x.dtype() == DType::Float32 && is_plain_2x2(w), false);
+}
+
+// max_pool2d(relu(x), p): one pass over x on the CPU's 2x2 fast path, the same values and
+// gradients as the two ops (the argmax over relu(x) gets the gradient where that maximum is
+// above 0; relu passes none elsewhere); the two ops everywhere else.
+Tensor relu_max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  Windows w = sliding(x, p, true, "relu_max_pool2d");
+  if (x.device() != Device::CPU || x.dtype() != DType::Float32 || !is_plain_2x2(w))
+    return max_pool2d(relu(x), p);
+  return max_pool_cpu(x, w, true, true);
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {

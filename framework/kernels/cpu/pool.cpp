@@ -17,36 +17,50 @@ namespace qat::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using i64 = std::int64_t;
 
-// One window, scalar: the vector loop's tail and its reference.
+// relu(v) = v > 0 ? v : 0 (NaN -> 0), as ops/activation.cpp's relu
+inline float relu(float v) { return v > 0 ? v : 0.0f; }
+
+// One window, scalar: the vector loop's tail and its reference. kRelu: the window of relu(r),
+// and kNowhere where its maximum is 0.
+template <bool kRelu>
 inline void max_window(const float* r, i64 W, i64 ow, float* out, std::uint8_t* at) {
-  const float v[4] = {r[2 * ow], r[2 * ow + 1], r[W + 2 * ow], r[W + 2 * ow + 1]};
+  float v[4] = {r[2 * ow], r[2 * ow + 1], r[W + 2 * ow], r[W + 2 * ow + 1]};
+  if (kRelu)
+    for (float& e : v) e = relu(e);
   float best = v[0];
   std::uint8_t arg = kTopLeft;
   for (std::uint8_t k = 1; k < 4; ++k) {
     if (v[k] > best || v[k] != v[k]) best = v[k], arg = k;
   }
   out[ow] = best;
-  at[ow] = arg;
+  at[ow] = kRelu && !(best > 0) ? std::uint8_t{kNowhere} : arg;
 }
 
-// Windows [ow, ow + Lanes(d)) of the row pair r, r + W.
-template <class D>
+// Windows [ow, ow + Lanes(d)) of the row pair r, r + W (kRelu: as max_window).
+template <bool kRelu, class D>
 HWY_INLINE void max_step(D d, const float* r, i64 W, i64 ow, float* out, std::uint8_t* at) {
   const hn::RebindToSigned<D> di;
   const hn::Rebind<std::uint8_t, decltype(di)> d8;
   hn::Vec<D> tl, tr, bl, br;
   hn::LoadInterleaved2(d, r + 2 * ow, tl, tr);
   hn::LoadInterleaved2(d, r + W + 2 * ow, bl, br);
+  if (kRelu) {  // v > 0 ? v : 0, NaN included
+    const auto zero = hn::Zero(d);
+    tl = hn::IfThenElseZero(hn::Gt(tl, zero), tl), tr = hn::IfThenElseZero(hn::Gt(tr, zero), tr);
+    bl = hn::IfThenElseZero(hn::Gt(bl, zero), bl), br = hn::IfThenElseZero(hn::Gt(br, zero), br);
+  }
   auto best = tl;
   auto arg = hn::Zero(di);
   auto visit = [&](hn::Vec<D> v, int pos) {  // take v if v > best or v is NaN
-    const auto take = hn::Or(hn::Gt(v, best), hn::IsNaN(v));
+    const auto take = kRelu ? hn::Gt(v, best) : hn::Or(hn::Gt(v, best), hn::IsNaN(v));
     best = hn::IfThenElse(take, v, best);
     arg = hn::IfThenElse(hn::RebindMask(di, take), hn::Set(di, pos), arg);
   };
   visit(tr, kTopRight);
   visit(bl, kBottomLeft);
   visit(br, kBottomRight);
+  if (kRelu)
+    arg = hn::IfThenElse(hn::RebindMask(di, hn::Gt(best, hn::Zero(d))), arg, hn::Set(di, kNowhere));
   hn::StoreU(best, d, out + ow);
   hn::StoreU(hn::DemoteTo(d8, arg), d8, at + ow);
 }
@@ -82,15 +96,23 @@ HWY_INLINE i64 for_windows(i64 Wo, Step step) {
   return 0;
 }
 
-void MaxPool2x2(const float* in, i64 H, i64 W, float* out, std::uint8_t* at) {
+template <bool kRelu>
+void max_pool_plane(const float* in, i64 H, i64 W, float* out, std::uint8_t* at) {
   const i64 Ho = H / 2, Wo = W / 2;
   for (i64 oh = 0; oh < Ho; ++oh) {
     const float* r = in + 2 * oh * W;
     float* o = out + oh * Wo;
     std::uint8_t* a = at + oh * Wo;
-    const i64 done = for_windows(Wo, [&](auto d, i64 ow) { max_step(d, r, W, ow, o, a); });
-    for (i64 ow = done; ow < Wo; ++ow) max_window(r, W, ow, o, a);
+    const i64 done = for_windows(Wo, [&](auto d, i64 ow) { max_step<kRelu>(d, r, W, ow, o, a); });
+    for (i64 ow = done; ow < Wo; ++ow) max_window<kRelu>(r, W, ow, o, a);
   }
+}
+
+void MaxPool2x2(const float* in, i64 H, i64 W, float* out, std::uint8_t* at) {
+  max_pool_plane<false>(in, H, W, out, at);
+}
+void MaxPool2x2Relu(const float* in, i64 H, i64 W, float* out, std::uint8_t* at) {
+  max_pool_plane<true>(in, H, W, out, at);
 }
 
 void MaxPool2x2Backward(const float* g, const std::uint8_t* at, i64 H, i64 W, float* dx) {
@@ -117,10 +139,14 @@ HWY_AFTER_NAMESPACE();
 namespace qat::kernels {
 
 HWY_EXPORT(MaxPool2x2);
+HWY_EXPORT(MaxPool2x2Relu);
 HWY_EXPORT(MaxPool2x2Backward);
 
 void max_pool_2x2(const float* in, std::int64_t H, std::int64_t W, float* out, std::uint8_t* at) {
   QAT_DISPATCH(MaxPool2x2)(in, H, W, out, at);
+}
+void max_pool_2x2_relu(const float* in, std::int64_t H, std::int64_t W, float* out, std::uint8_t* at) {
+  QAT_DISPATCH(MaxPool2x2Relu)(in, H, W, out, at);
 }
 void max_pool_2x2_backward(const float* g, const std::uint8_t* at, std::int64_t H, std::int64_t W,
                            float* d) {
