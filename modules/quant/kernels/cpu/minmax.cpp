@@ -43,102 +43,67 @@ struct Signs {
 
 // Min / max are exact, so 4 independent accumulators (no serial dependency) give the same value
 // in any order, up to the sign of a zero result: Signs fixes that, -0 below +0 (a ReLU's output
-// has a zero minimum).
-void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
-  const DF df;
-  constexpr float inf = __builtin_inff();
+// has a zero minimum). One Ranges per tensor (MinMax) or per run (MinMaxRuns).
+struct Ranges {
   VF lo[4], hi[4];
-  MF nan = hn::FirstN(df, 0);
-  for (int j = 0; j < 4; ++j) {
-    lo[j] = hn::Set(df, inf);
-    hi[j] = hn::Set(df, -inf);
-  }
-  std::int64_t i = 0;
+  MF nan;
   Signs signs;
-  for (; i + 4 * kNF <= n; i += 4 * kNF)
-    for (int j = 0; j < 4; ++j) {
-      const VF v = hn::LoadU(df, x + i + j * kNF);
-      Fold(v, lo[j], hi[j], nan);
-      signs.Fold(v);
-    }
-  for (; i + kNF <= n; i += kNF) {
-    const VF v = hn::LoadU(df, x + i);
-    Fold(v, lo[0], hi[0], nan);
-    signs.Fold(v);
+  HWY_INLINE Ranges() : nan(hn::FirstN(DF(), 0)) {
+    for (int j = 0; j < 4; ++j) lo[j] = hn::Set(DF(), __builtin_inff()), hi[j] = hn::Set(DF(), -__builtin_inff());
   }
-  for (int j = 1; j < 4; ++j) {
-    lo[0] = hn::IfThenElse(hn::Lt(lo[j], lo[0]), lo[j], lo[0]);
-    hi[0] = hn::IfThenElse(hn::Gt(hi[j], hi[0]), hi[j], hi[0]);
-  }
-  float l[kNF], h[kNF];
-  hn::StoreU(lo[0], df, l);
-  hn::StoreU(hi[0], df, h);
-  bool any = !hn::AllFalse(df, nan);
-  float a = inf, b = -inf;
-  for (std::int64_t j = 0; j < kNF; ++j) {
-    a = l[j] < a ? l[j] : a;
-    b = h[j] > b ? h[j] : b;
-  }
-  for (; i < n; ++i) {  // the tail
-    const float v = x[i];
-    a = v < a ? v : a;
-    b = v > b ? v : b;
-    any = any || v != v;
-    signs.Fold(v);
-  }
-  signs.Fix(a, b);
-  *mn = a;
-  *mx = b;
-  *bad = *bad || any || a == -inf || b == inf;
-}
-
-// Each of `runs` runs of n: MinMax with the lanes reduced in registers (no NaN reaches the
-// accumulators, so any order gives the same value; a zero's sign is fixed as in MinMax).
-void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad) {
-  const DF df;
-  constexpr float inf = __builtin_inff();
-  MF nan = hn::FirstN(df, 0);
-  bool any = false;
-  for (std::int64_t r = 0; r < runs; ++r) {
-    const float* xr = x + r * n;
-    VF lo[4], hi[4];
-    for (int j = 0; j < 4; ++j) {
-      lo[j] = hn::Set(df, inf);
-      hi[j] = hn::Set(df, -inf);
-    }
-    Signs signs;
+  // x[0, n) in whole vectors; returns how many elements that was. `prefetch`: a weight comes
+  // from L3 at the start of a step, so fetch 4 KB ahead, across the rows.
+  HWY_INLINE std::int64_t Scan(const float* x, std::int64_t n, bool prefetch) {
+    const DF df;
     std::int64_t i = 0;
     for (; i + 4 * kNF <= n; i += 4 * kNF) {
-      // a weight comes from L3 at the start of a step: fetch 4 KB ahead, across the rows
-      for (std::int64_t b = 0; b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
-        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(xr + i + b + 1024);
-      for (int j = 0; j < 4; ++j) {
-        const VF v = hn::LoadU(df, xr + i + j * kNF);
-        Fold(v, lo[j], hi[j], nan);
-        signs.Fold(v);
-      }
+      for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
+        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
+      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j);
     }
-    for (; i + kNF <= n; i += kNF) {
-      const VF v = hn::LoadU(df, xr + i);
-      Fold(v, lo[0], hi[0], nan);
-      signs.Fold(v);
-    }
+    for (; i + kNF <= n; i += kNF) Add(hn::LoadU(df, x + i), 0);
+    return i;
+  }
+  // The range of everything scanned and of the scalar tail t[0, n) (n < a vector); `bad` gets
+  // a NaN or an infinite end.
+  HWY_INLINE void Finish(const float* t, std::int64_t n, float& a, float& b, bool& bad) {
+    const DF df;
     const VF l = hn::Min(hn::Min(lo[0], lo[1]), hn::Min(lo[2], lo[3]));
     const VF h = hn::Max(hn::Max(hi[0], hi[1]), hn::Max(hi[2], hi[3]));
-    float a = hn::GetLane(hn::MinOfLanes(df, l)), b = hn::GetLane(hn::MaxOfLanes(df, h));
-    for (; i < n; ++i) {  // the tail
-      const float v = xr[i];
+    a = hn::GetLane(hn::MinOfLanes(df, l)), b = hn::GetLane(hn::MaxOfLanes(df, h));
+    bool any = !hn::AllFalse(df, nan);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = t[i];
       a = v < a ? v : a;
       b = v > b ? v : b;
       any = any || v != v;
       signs.Fold(v);
     }
     signs.Fix(a, b);
-    mn[r] = a;
-    mx[r] = b;
-    any = any || a == -inf || b == inf;
+    bad = bad || any || a == -__builtin_inff() || b == __builtin_inff();
   }
-  *bad = *bad || any || !hn::AllFalse(df, nan);
+
+ private:
+  HWY_INLINE void Add(VF v, int j) {
+    Fold(v, lo[j], hi[j], nan);
+    signs.Fold(v);
+  }
+};
+
+void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
+  Ranges r;
+  const std::int64_t i = r.Scan(x, n, false);
+  r.Finish(x + i, n - i, *mn, *mx, *bad);
+}
+
+// Each of `runs` runs of n: MinMax's ranges, the weight's rows prefetched ahead.
+void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad) {
+  for (std::int64_t r = 0; r < runs; ++r) {
+    const float* xr = x + r * n;
+    Ranges ranges;
+    const std::int64_t i = ranges.Scan(xr, n, true);
+    ranges.Finish(xr + i, n - i, mn[r], mx[r], *bad);
+  }
 }
 
 void MinMaxRows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad) {
