@@ -208,14 +208,13 @@ bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Byte
 }
 }  // namespace
 
-const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups,
-                                                                     bool channels_last,
+const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups, KOrder order,
                                                                      std::int64_t pieces, bool narrow) {
   std::shared_ptr<const Prepared>& cached = prepared_[narrow];
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
                                    static_cast<std::int32_t>(int8::kernels::pack_format(false)),
                                    static_cast<std::int32_t>(groups),
-                                   channels_last,
+                                   static_cast<std::int32_t>(order),
                                    fused_relu_,
                                    static_cast<std::int32_t>(pieces),
                                    static_cast<std::int32_t>(hwc_channels_)};
@@ -238,15 +237,21 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     st->scales.push_back(static_cast<float>(in.scale) * weight_scale_.data<float>()[o]);
     st->bias.push_back(bias_.defined() ? bias_.data<float>()[o] : 0.0f);
   }
-  // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col
+  // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col, or
+  // (kw, kh, Cg), the tall windows'
   const std::int8_t* w = weight_.data<std::int8_t>();
   std::vector<std::int8_t> reordered;
-  if (channels_last && weight_.dim() == 4) {
-    const std::int64_t Cg = weight_.size(1), khw = weight_.size(2) * weight_.size(3);
+  if (order != KOrder::Stored && weight_.dim() == 4) {
+    const std::int64_t Cg = weight_.size(1), kh = weight_.size(2), kw = weight_.size(3);
     reordered.resize(O * K);
     for (std::int64_t o = 0; o < O; ++o)
       for (std::int64_t c = 0; c < Cg; ++c)
-        for (std::int64_t r = 0; r < khw; ++r) reordered[o * K + r * Cg + c] = w[o * K + c * khw + r];
+        for (std::int64_t i = 0; i < kh; ++i)
+          for (std::int64_t j = 0; j < kw; ++j) {
+            const std::int64_t at =
+                order == KOrder::KhKwC ? (i * kw + j) * Cg + c : (j * kh + i) * Cg + c;
+            reordered[o * K + at] = w[o * K + (c * kh + i) * kw + j];
+          }
     w = reordered.data();
   } else if (hwc_channels_ > 0 && weight_.dim() == 2) {  // columns (C, HW) -> (HW, C)
     const std::int64_t C = hwc_channels_, HW = K / C;
@@ -289,7 +294,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
               " does not match in_features ", K);
   // a 7-bit input: int8 quads through vpmaddubsw where that is faster
   const bool narrow = int8::narrow_is_faster() && int8::all_narrow(x.data<std::uint8_t>(), x.numel());
-  const Prepared& st = prepared(1, false, 1, narrow);
+  const Prepared& st = prepared(1, KOrder::Stored, 1, narrow);
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
@@ -339,27 +344,39 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int32_t zx = input_quant().zero_point;
   const std::uint8_t* px = x.data<std::uint8_t>();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
-  const std::int64_t pieces = runs ? kh : kh * kw;
   // a 7-bit input (and border, the input zero point): int8 quads through vpmaddubsw where that
   // is faster
   const bool narrow = int8::narrow_is_faster() && zx <= 127 && int8::all_narrow(px, x.numel());
-  const Prepared& st = prepared(G, true, pieces, narrow);
+  // Tall windows: each kernel row's run is padded to whole K steps, which wastes multiplies when
+  // kw C is short (conv1: 5 of 8 bytes). Laying each output row's kh input rows side by side,
+  // xt (n, oh, w, (r, c)) = xp (n, oh sh + r, w, c), turns the window into one run of kw kh C
+  // elements, K ordered (kw, kh, C). Taken where it saves at least a fifth of the steps.
+  const std::int64_t kps = int8::kernels::k_per_step(int8::kernels::pack_format(narrow));
+  const auto steps = [kps](std::int64_t n) { return (n + kps - 1) / kps; };
+  const bool tall =
+      runs && dh == 1 && kh > 1 && kh * C <= 64 && 5 * steps(kh * kw * C) <= 4 * kh * steps(kw * C);
+  const std::int64_t pieces = tall ? 1 : runs ? kh : kh * kw;
+  const Prepared& st = prepared(G, tall ? KOrder::KwKhC : KOrder::KhKwC, pieces, narrow);
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Ho, Wo, O} : Shape{N, O, Ho, Wo}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
   const std::int64_t eb = int8::activation_bytes(narrow);
   const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
+  // what the GEMM reads per image: the padded image, or its tall windows (+ 8: the last run's
+  // 8-byte copies spill into it)
+  const std::int64_t run = kh * C, timg = tall ? Ho * Wp * run + 8 : 0, aimg = tall ? timg : img;
   // images per chunk: padded input and output of about 256 KiB
   const std::int64_t chunk =
-      std::clamp<std::int64_t>((std::int64_t{1} << 18) / (img * eb + P * O), 1, N);
+      std::clamp<std::int64_t>((std::int64_t{1} << 18) / (aimg * eb + P * O), 1, N);
   // The calling thread's buffers, kept between forwards (no allocation in steady state).
   struct Scratch {
-    std::vector<std::uint8_t> xpad, yt;
+    std::vector<std::uint8_t> xpad, xtall, yt;
     std::vector<std::uint16_t> xwide;
     std::vector<std::int64_t> row_off, piece_off;
   };
   thread_local Scratch scratch;
   Scratch& sc = scratch;  // captured by the parallel lambdas: this thread's instance
   auto& xpad = sc.xpad;
+  auto& xtall = sc.xtall;
   auto& yt = sc.yt;
   auto& xwide = sc.xwide;
   auto& row_off = sc.row_off;
@@ -367,33 +384,57 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   // + 64: the implicit GEMM reads a few elements past a run; zx fills the borders (the
   // interiors are overwritten)
   xpad.assign(chunk * img + 64, static_cast<std::uint8_t>(zx));
+  xtall.resize(tall ? chunk * timg + 64 : 0);
   yt.resize(out_nhwc_ ? 0 : chunk * P * O);
-  xwide.resize(eb == 2 ? chunk * img + 32 : 0);
-  const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : xpad.data();
+  xwide.resize(eb == 2 ? chunk * aimg + 32 : 0);
+  const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
+  const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
   row_off.resize(chunk * P);
   piece_off.resize(pieces);
   for (std::int64_t i = 0; i < chunk; ++i)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
       for (std::int64_t ow = 0; ow < Wo; ++ow)
-        row_off[(i * Ho + oh) * Wo + ow] = (i * img + (oh * sh * Wp + ow * sw) * C) * eb;
-  for (std::int64_t r = 0; r < kh; ++r)
+        row_off[(i * Ho + oh) * Wo + ow] =
+            (tall ? i * timg + (oh * Wp + ow * sw) * run : i * img + (oh * sh * Wp + ow * sw) * C) * eb;
+  for (std::int64_t r = 0; r < (tall ? 1 : kh); ++r)
     for (std::int64_t j = 0; j < (runs ? 1 : kw); ++j)
       piece_off[runs ? r : r * kw + j] = (r * dh * Wp + j * dw) * C * eb;
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
-      thread_local std::vector<std::uint8_t> hwc;  // the executing thread's image (C, H, W)^T
+      thread_local std::vector<std::uint8_t> hwc, wh;  // the executing thread's image (C, H, W)^T
       hwc.resize(in_nhwc_ ? 0 : C * H * W);
+      wh.resize(tall ? img + 8 : 0);            // tall windows: the padded image as (Wp, Hp, C)
       for (std::int64_t i = i0; i < i1; ++i) {  // xi[(h + ph, w + pw, c)] = x[n, c, h, w]
         const std::uint8_t* src = px + (n0 + i) * C * H * W;
         if (!in_nhwc_) int8::kernels::transpose_u8(src, C, H * W, H * W, hwc.data(), C);
         const std::uint8_t* rows = in_nhwc_ ? src : hwc.data();
+        std::uint8_t* xi = xpad.data() + i * img;
         for (std::int64_t h = 0; h < H; ++h)
-          std::memcpy(xpad.data() + i * img + ((h + ph) * Wp + pw) * C, rows + h * W * C, W * C);
-        if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + i * img, img, xwide.data() + i * img);
+          std::memcpy(xi + ((h + ph) * Wp + pw) * C, rows + h * W * C, W * C);
+        if (tall) {
+          if (C == 1) {
+            int8::kernels::transpose_u8(xi, Hp, Wp, Wp, wh.data(), Hp);
+          } else {
+            for (std::int64_t h = 0; h < Hp; ++h)
+              for (std::int64_t w = 0; w < Wp; ++w)
+                std::memcpy(wh.data() + (w * Hp + h) * C, xi + (h * Wp + w) * C, C);
+          }
+          // xt (oh, w) = the kh C bytes wh (w, oh sh .. oh sh + kh), in 8-byte copies whose
+          // spill the next one overwrites
+          std::uint8_t* __restrict to = xtall.data() + i * timg;
+          const std::uint8_t* __restrict t = wh.data();
+          const std::int64_t n = run, col = Hp * C, down = sh * C;
+          for (std::int64_t oh = 0; oh < Ho; ++oh)
+            for (std::int64_t w = 0; w < Wp; ++w, to += n) {
+              const std::uint8_t* from = t + w * col + oh * down;
+              for (std::int64_t k = 0; k < n; k += 8) std::memcpy(to + k, from + k, 8);
+            }
+        }
+        if (eb == 2) int8::kernels::widen_u8_u16(a8 + i * aimg, aimg, xwide.data() + i * aimg);
       }
     });
-    if (eb == 2) int8::kernels::widen_u8_u16(xpad.data() + nc * img, 32, xwide.data() + nc * img);
+    if (eb == 2) int8::kernels::widen_u8_u16(a8 + nc * aimg, 32, xwide.data() + nc * aimg);
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;

@@ -63,14 +63,18 @@ class QuantizedWeightLayer : public nn::Module {
   /// Checks x is uint8 quantized as expected (naming the layer), returns nothing.
   void check_input(const Tensor& x) const;
 
-  /// The weights packed for the GEMM micro-kernel (one per group; a conv's K ordered (kh, kw,
-  /// C/groups), in `pieces` runs for the implicit GEMM) and the output stage, for the current buffers
+  /// The order of a conv weight's K when packed: as stored (C/groups, kh, kw), channels-last
+  /// (kh, kw, C/groups), or tall windows (kw, kh, C), QuantizedConv2d::forward's one-run layout.
+  enum class KOrder : std::int32_t { Stored, KhKwC, KwKhC };
+
+  /// The weights packed for the GEMM micro-kernel (one per group; a conv's K in `order`, in
+  /// `pieces` runs for the implicit GEMM) and the output stage, for the current buffers
   /// and CPU path: built at the first forward and again whenever the buffers (a loaded checkpoint) or
   /// the CPU path changed. Not part of the module's state. narrow: for inputs in [0, 127] (a 7-bit
   /// activation range), which AVX2 / AVX-512 multiply in int8 quads (int8_kernels.h); each
   /// forward picks it when its input allows, and both packings are kept.
   struct Prepared;
-  const Prepared& prepared(std::int64_t groups, bool channels_last, std::int64_t pieces, bool narrow);
+  const Prepared& prepared(std::int64_t groups, KOrder order, std::int64_t pieces, bool narrow);
 
   /// QuantizedLinear: > 0 when its input is a flattened channels-last (N, H, W, C) activation
   /// with C = hwc_channels_ (set by convert); the weight columns (C, H, W) are permuted into

@@ -256,8 +256,8 @@ BOOST_AUTO_TEST_CASE(cols_match_reference) {
   });
 }
 
-// QuantizedConv2d (channels-last im2col, per-group packing) against the reference im2col and
-// gemm_u8s8_cols_reference; a weight loaded into the buffer afterwards is picked up.
+// QuantizedConv2d (channels-last im2col, per-group packing, tall windows) against the reference
+// im2col and gemm_u8s8_cols_reference; a weight loaded into the buffer afterwards is picked up.
 BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
   struct Case {
     std::int64_t N, C, H, W, O, k, groups;
@@ -281,6 +281,9 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
        {.stride = {1, 2}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 3},
        false},
       {2, 5, 6, 7, 3, 2, 1, {.dilation = {2, 1}}, false},
+      // tall windows (one run per window) on the quads paths: C 3 with 3 x 3, C 1 strided
+      {2, 3, 11, 10, 7, 3, 1, {.stride = {2, 2}, .padding = {1, 1}}, true},
+      {3, 1, 13, 12, 9, 5, 1, {.stride = {2, 1}}, false},
       {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true}};  // several chunks of images
   std::mt19937 gen(11);
   for (const Case& cs : cases) {
