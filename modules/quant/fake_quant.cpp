@@ -169,8 +169,8 @@ void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask) {
 
 namespace {
 
-// CUDA: float32, per tensor (host qparams) or per channel (device qparams, not validated here:
-// reading them would cost a host sync per call); the mask for the STE stays on the device.
+// CUDA: float32, per tensor (host qparams) or per channel / block (device qparams, not validated
+// here: reading them would cost a host sync per call); the mask for the STE stays on the device.
 Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams& params,
                           std::int64_t qmin, std::int64_t qmax, const char* name) {
   QAT_REQUIRE(x.dtype() == DType::Float32, name, "not implemented on CUDA yet for ",
@@ -184,15 +184,15 @@ Tensor fake_quantize_cuda(const Tensor& x, const quant::kernels::cuda::FqParams&
   return out;
 }
 
-// Per-tensor / per-channel qparams as device arrays for the CUDA kernel.
+// Per-tensor / per-channel / per-block qparams as device arrays for the CUDA kernel.
 quant::kernels::cuda::FqParams device_params(const Tensor& scale, const Tensor& zero_point,
-                                             const Layout& layout, const char* fn) {
-  QAT_REQUIRE(!layout.blocked, fn, "per-block fake quantization is not implemented on CUDA yet");
+                                             const Layout& layout) {
   quant::kernels::cuda::FqParams p;
   p.scale = scale.cuda_data<float>();
   p.zero_point = zero_point.cuda_data<std::int32_t>();
   p.len = layout.len;
   p.inner = layout.inner;
+  p.block = layout.blocked ? layout.block : 0;
   return p;
 }
 
@@ -266,7 +266,7 @@ Tensor fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, co
   const Layout layout = Layout::per_channel(x.shape(), x.shape().axis(axis, fn));
   require_params(scale, zero_point, layout.num_params, fn);
   if (common_device(fn, {{"x", &x}, {"scale", &scale}, {"zero_point", &zero_point}}) == Device::CUDA)
-    return fake_quantize_cuda(x, device_params(scale, zero_point, layout, fn), quant_min, quant_max, fn);
+    return fake_quantize_cuda(x, device_params(scale, zero_point, layout), quant_min, quant_max, fn);
   return fake_quantize_impl(x, scale.data<float>(), zero_point.data<std::int32_t>(), layout, quant_min,
                             quant_max, fn);
 }
@@ -282,7 +282,7 @@ Tensor fake_quantize(const Tensor& x, const QParams& qparams, const QuantSpec& s
   require_params(qparams.scale, qparams.zero_point, layout.num_params, fn);
   if (common_device(fn, {{"x", &x}, {"scale", &qparams.scale}, {"zero_point", &qparams.zero_point}}) ==
       Device::CUDA)
-    return fake_quantize_cuda(x, device_params(qparams.scale, qparams.zero_point, layout, fn),
+    return fake_quantize_cuda(x, device_params(qparams.scale, qparams.zero_point, layout),
                               spec.quant_min(), spec.quant_max(), fn);
   return fake_quantize_impl(x, qparams.scale.data<float>(), qparams.zero_point.data<std::int32_t>(),
                             layout, spec.quant_min(), spec.quant_max(), fn);

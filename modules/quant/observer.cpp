@@ -80,8 +80,6 @@ Tensor Observer::forward(const Tensor& x) {
     require_dtype(x, DType::Float32, who().c_str(), "x");
     if (x.numel() == 0) return x;
     spec_.validate_for(x.shape(), who().c_str());
-    QAT_REQUIRE(spec_.granularity != Granularity::PerBlock, who(),
-                "per-block statistics: not implemented on CUDA yet");
     prepare_statistics(x);
     common_device(who().c_str(), {{"x", &x}, {"min_val", &min_val_}, {"max_val", &max_val_}});
     const detail::Layout l = detail::Layout::of(spec_, x.shape());
@@ -89,6 +87,7 @@ Tensor Observer::forward(const Tensor& x) {
     a.min_val = min_val_.cuda_data<float>(), a.max_val = max_val_.cuda_data<float>();
     a.nonfinite_batches = nonfinite_batches_.cuda_data<std::int32_t>();
     a.observer_enabled = nullptr, a.averaging_constant = c;
+    a.block = l.blocked ? l.block : 0;
     // data-parallel: the global batch's range, reduced on the device (no host round trip)
     if (distributed::replicas_active()) a.sync_ranges = &detail::sync_ranges_min;
     kernels::cuda::observe(x.cuda_data<float>(), l.outer, l.len, l.inner, a, nullptr, nullptr);

@@ -101,18 +101,18 @@ FakeQuantize::FakeQuantize(const QuantSpec& spec, std::shared_ptr<Observer> obse
 
 // On CUDA: observer step, qparams and fake quantization in device kernels, the switches read
 // on the device (no host sync in training); per tensor with a moving average, PyTorch's fused
-// op in one launch, else observe (observer.cu), fused per channel. Data-parallel (a replica
-// group is active): observe, with the batch ranges MIN-reduced over the replicas through NCCL
-// between its range and update kernels, so every replica computes the same qparams. A batch holding NaN
-// / inf is skipped by the observer and counted (Observer::nonfinite_batches) instead of refused, and the
-// observer-off NaN check of the CPU path is not made.
+// op in one launch, else observe (observer.cu), fused per channel and per block. Per block with
+// integer block scales (block_scale_bits) the scales are quantized on the host: a round trip per
+// observing step. Data-parallel (a replica group is active): observe, with the batch ranges
+// MIN-reduced over the replicas through NCCL between its range and update kernels, so every
+// replica computes the same qparams. A batch holding NaN / inf is skipped by the observer and
+// counted (Observer::nonfinite_batches) instead of refused, and the observer-off NaN check of the
+// CPU path is not made.
 Tensor FakeQuantize::forward_cuda(const Tensor& x) {
   const std::string who = label_.empty() ? type_name() : type_name() + " '" + label_ + "'";
   require_dtype(x, DType::Float32, who.c_str(), "x");
   const float c = observer_->device_averaging_constant();
   QAT_REQUIRE(c >= 0, who, "observer ", observer_->type_name(), ": not implemented on CUDA yet");
-  QAT_REQUIRE(spec_.granularity != Granularity::PerBlock, who,
-              "per-block fake quantization: not implemented on CUDA yet");
   // in training the observer_enabled switch is read by the kernel; calibration counts on the host
   const bool calib = calibrating();
   const bool observe = calib ? observing() : is_training();
@@ -161,6 +161,10 @@ Tensor FakeQuantize::forward_cuda(const Tensor& x) {
                                                    mask.cuda_data<std::uint8_t>(), x.numel(), a);
   } else {
     const detail::Layout l = detail::Layout::of(spec_, x.shape());
+    // per block with integer block scales: statistics on the device, the scales quantized on the
+    // host (Observer::calculate_qparams, a round trip), then the fake quantization
+    const bool host_scales =
+        spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0;
     kernels::cuda::ObserveArgs a{};
     a.min_val = mn.cuda_data<float>(), a.max_val = mx.cuda_data<float>();
     a.nonfinite_batches = counter, a.observer_enabled = obs_flag, a.averaging_constant = c;
@@ -168,11 +172,20 @@ Tensor FakeQuantize::forward_cuda(const Tensor& x) {
     a.qmin = spec_.quant_min(), a.qmax = spec_.quant_max();
     a.symmetric = spec_.symmetric, a.symmetric_zero_point = sym_zp;
     a.fake_quant_enabled = fake_quant_enabled_.cuda_data<std::uint8_t>();
+    a.block = l.blocked ? l.block : 0;
     if (sync) a.sync_ranges = &detail::sync_ranges_min;
-    if (!observe) {  // only the fake quantization (its switch read on the device)
+    if (observe && host_scales) {
+      kernels::cuda::ObserveArgs stats = a;
+      stats.scale = nullptr, stats.zero_point = nullptr;
+      kernels::cuda::observe(x.cuda_data<float>(), l.outer, l.len, l.inner, stats, nullptr, nullptr);
+      const QParams q = observer_->calculate_qparams();
+      scale_.copy_(q.scale);
+      zero_point_.copy_(q.zero_point);
+    }
+    if (!observe || host_scales) {  // only the fake quantization (its switch read on the device)
       kernels::cuda::FqParams p;
       p.scale = a.scale, p.zero_point = a.zero_point, p.len = l.len, p.inner = l.inner;
-      p.enabled = a.fake_quant_enabled;
+      p.block = a.block, p.enabled = a.fake_quant_enabled;
       kernels::cuda::fake_quant(x.cuda_data<float>(), out.cuda_data<float>(),
                                 mask.cuda_data<std::uint8_t>(), x.numel(), p, a.qmin, a.qmax);
     } else {

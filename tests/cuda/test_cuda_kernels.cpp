@@ -96,7 +96,8 @@ BOOST_AUTO_TEST_CASE(matmul_and_linear) {
       [](const auto& in) { return linear(in[0], in[1], in[2]); }, 1e-4);
 }
 
-// Fake quantization: the same bits as the CPU kernel, ties (x = (k + 1/2) scale) included.
+// Fake quantization per tensor, channel and block: the same bits as the CPU kernel, ties
+// (x = (k + 1/2) scale) included.
 BOOST_AUTO_TEST_CASE(fake_quant_bit_exact) {
   const float scale = 0.0173f;
   Tensor x = rnd(Shape{5, 7, 211}, 13, -3, 3);
@@ -121,6 +122,23 @@ BOOST_AUTO_TEST_CASE(fake_quant_bit_exact) {
           const bool d = in[0].device() == Device::CUDA;
           return quant::fake_quantize_per_channel_affine(in[0], d ? st.to(Device::CUDA) : st,
                                                          d ? zt.to(Device::CUDA) : zt, axis, -128, 127);
+        },
+        0);
+  }
+  // per block along each axis whose size the block divides (7: blocks of 7; 211: one block)
+  for (const auto [axis, block] : {std::pair{0, 5}, {1, 7}, {2, 211}}) {
+    const quant::QuantSpec spec = quant::QuantSpec::weight_per_block(8, block, axis);
+    const Shape ps = quant::param_shape(spec, x.shape());
+    std::vector<float> s(ps.numel());
+    std::vector<std::int32_t> z(ps.numel(), 0);
+    for (std::int64_t i = 0; i < ps.numel(); ++i) s[i] = 0.01f + 0.003f * static_cast<float>(i % 19);
+    const Tensor st = Tensor::from_vector(s, ps), zt = Tensor::from_vector(z, ps);
+    compare(
+        {x},
+        [&](const auto& in) {
+          const bool d = in[0].device() == Device::CUDA;
+          return quant::fake_quantize(in[0], {d ? st.to(Device::CUDA) : st, d ? zt.to(Device::CUDA) : zt},
+                                      spec);
         },
         0);
   }

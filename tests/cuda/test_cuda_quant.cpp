@@ -1,9 +1,11 @@
 // The quantizers on CUDA against the CPU reference. Without a device: the per-range code the
 // kernels run (observer_math.h: qparams, the statistics update, one element's fake quant) on the
-// host against calculate_qparams and a CPU FakeQuantize over several batches. With a device: the
-// observers and FakeQuantize (per tensor / per channel, first batch and moving average, ties,
+// host against calculate_qparams and a CPU FakeQuantize over several batches, with the kernels'
+// element -> parameter maps (param_index.h). With a device: the observers and FakeQuantize (per
+// tensor / per channel / per block, first batch and moving average, ties,
 // an all-equal channel, empty input, switches off) bit-exact with the CPU, NaN batches counted
 // and skipped, Module::to, QAT layers after prepare_qat, and QAT models trained side by side.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -16,7 +18,9 @@
 #include "framework/nn/nn.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/error.h"
+#include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cuda/observer_math.h"
+#include "modules/quant/kernels/cuda/param_index.h"
 #include "modules/quant/observer.h"
 #include "modules/quant/prepare.h"
 #include "modules/quant/qconfig.h"
@@ -98,6 +102,12 @@ std::vector<Config> configs() {
        ObserverKind::MinMax, Shape{33, 17}},
       {"int8 symmetric per channel axis 1, moving average", QuantSpec::weight_per_channel(8, 1),
        ObserverKind::MovingAverage, Shape{4, 6, 5, 3}},
+      {"int4 symmetric per block of 8 along the last axis, min-max", QuantSpec::weight_per_block(4, 8),
+       ObserverKind::MinMax, Shape{5, 24}},
+      {"int8 symmetric per block of 4 along axis 1, moving average",
+       QuantSpec::weight_per_block(8, 4, 1), ObserverKind::MovingAverage, Shape{6, 8, 3, 3}},
+      {"int4 symmetric per block of 16, 4-bit block scales, min-max",
+       QuantSpec::weight_per_block(4, 16, -1, 4), ObserverKind::MinMax, Shape{3, 48}},
   };
 }
 
@@ -105,7 +115,7 @@ int axis_of(const Config& c) {
   return c.spec.granularity == quant::Granularity::PerChannel ? c.spec.axis : -1;
 }
 
-Shape params_of(const Config& c) { return axis_of(c) >= 0 ? Shape{c.shape[axis_of(c)]} : Shape{1}; }
+Shape params_of(const Config& c) { return quant::param_shape(c.spec, c.shape); }
 
 std::shared_ptr<quant::FakeQuantize> make_fq(const Config& c) {
   return std::make_shared<quant::FakeQuantize>(
@@ -157,15 +167,22 @@ BOOST_AUTO_TEST_CASE(qparams_one_matches_calculate_qparams) {
   BOOST_TEST(obs::max_z(std::nanf(""), -1.0f) == -1.0f);
 }
 
-// What the CUDA observer does, step by step on the host (per-range min / max folded backwards,
-// obs::update_range, obs::qparams_one, obs::fake_quant_one per element), against a CPU
-// FakeQuantize over several batches: statistics, qparams and output bit-exact (zeros by value).
+// What the CUDA observer does, step by step on the host (per-range min / max folded backwards
+// over the kernels' element map, obs::update_range, obs::qparams_one, obs::fake_quant_one per
+// element with its parameter from param_of), against a CPU FakeQuantize over several batches:
+// statistics, qparams and output bit-exact (zeros by value). (Integer block scales are quantized
+// on the host in both paths: not simulated.)
 BOOST_AUTO_TEST_CASE(observer_steps_on_host_match_cpu_fake_quantize) {
+  namespace cu = quant::kernels::cuda;
   for (const Config& c : configs()) {
+    if (c.spec.block_scale_bits > 0) continue;
     BOOST_TEST_CONTEXT(c.name) {
       auto fq = make_fq(c);
       fq->train();
-      const int axis = axis_of(c);
+      // x as (outer, len, inner) around the axis; ranges of m elements each, as observe() has them
+      const bool per_axis = c.spec.granularity != quant::Granularity::PerTensor;
+      const int axis = per_axis ? c.shape.axis(c.spec.axis, "test") : -1;
+      const std::int64_t block = c.spec.granularity == quant::Granularity::PerBlock ? c.spec.block_size : 0;
       std::int64_t outer = 1, len = 1, inner = 1;
       if (axis >= 0) {
         for (int d = 0; d < c.shape.rank(); ++d)
@@ -173,35 +190,46 @@ BOOST_AUTO_TEST_CASE(observer_steps_on_host_match_cpu_fake_quantize) {
       } else {
         inner = c.shape.numel();
       }
-      std::vector<float> mn(len, kInf), mx(len, -kInf), scale(len, 1);
-      std::vector<std::int32_t> zp(len, 0);
+      const std::int64_t ranges = block ? outer * (len / block) * inner : len;
+      const std::int64_t m = block ? block : outer * inner;
+      BOOST_TEST_REQUIRE(ranges == params_of(c).numel());
+      auto element = [&](std::int64_t j, std::int64_t r) {
+        return block ? cu::block_element(j, r, inner, block) : cu::channel_element(j, r, len, inner);
+      };
+      std::vector<float> mn(ranges, kInf), mx(ranges, -kInf), scale(ranges, 1);
+      std::vector<std::int32_t> zp(ranges, 0);
+      std::vector<int> seen(c.shape.numel(), 0);  // every element in exactly one range
       const float ac = fq->observer()->device_averaging_constant();
       for (int step = 0; step < 5; ++step) {
-        const Tensor x = batch(c.shape, axis, 100 + step, -1.0f - step, 2.0f + 0.5f * step);
+        const Tensor x = batch(c.shape, axis_of(c), 100 + step, -1.0f - step, 2.0f + 0.5f * step);
         const Tensor y = fq->forward(x);
         const std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
-        for (std::int64_t ch = 0; ch < len; ++ch) {
+        for (std::int64_t r = 0; r < ranges; ++r) {
           float lo = kInf, hi = -kInf;
-          for (std::int64_t j = outer * inner - 1; j >= 0; --j) {
-            const float v = xv[(j / inner * len + ch) * inner + j % inner];
-            lo = obs::min_z(v, lo);
-            hi = obs::max_z(v, hi);
+          for (std::int64_t j = m - 1; j >= 0; --j) {
+            const std::int64_t i = element(j, r);
+            if (step == 0) ++seen[i];
+            BOOST_TEST_REQUIRE(cu::param_of(i, len, inner, block) == r);
+            lo = obs::min_z(xv[i], lo);
+            hi = obs::max_z(xv[i], hi);
           }
-          obs::update_range(&mn[ch], &mx[ch], lo, hi, ac);
-          obs::qparams_one(mn[ch], mx[ch], range_of(c.spec), &scale[ch], &zp[ch]);
+          obs::update_range(&mn[r], &mx[r], lo, hi, ac);
+          obs::qparams_one(mn[r], mx[r], range_of(c.spec), &scale[r], &zp[r]);
         }
+        if (step == 0) BOOST_TEST(std::count(seen.begin(), seen.end(), 1) == c.shape.numel());
         BOOST_TEST_CONTEXT("step " << step) {
-          require_same_values(fq->observer()->min_val(), Tensor::from_vector(mn, Shape{len}));
-          require_same_values(fq->observer()->max_val(), Tensor::from_vector(mx, Shape{len}));
-          require_bits_equal(fq->scale(), Tensor::from_vector(scale, Shape{len}));
-          require_same_ints(fq->zero_point(), Tensor::from_vector(zp, Shape{len}));
+          const Shape ps = params_of(c);
+          require_same_values(fq->observer()->min_val(), Tensor::from_vector(mn, ps));
+          require_same_values(fq->observer()->max_val(), Tensor::from_vector(mx, ps));
+          require_bits_equal(fq->scale(), Tensor::from_vector(scale, ps));
+          require_same_ints(fq->zero_point(), Tensor::from_vector(zp, ps));
           const float qlo = static_cast<float>(c.spec.quant_min()),
                       qhi = static_cast<float>(c.spec.quant_max());
           for (std::size_t i = 0; i < xv.size(); ++i) {
-            const std::int64_t ch = axis >= 0 ? (static_cast<std::int64_t>(i) / inner) % len : 0;
-            std::uint8_t m = 0;
-            const float want = obs::fake_quant_one(xv[i], 1.0f / scale[ch], scale[ch],
-                                                   static_cast<float>(zp[ch]), qlo, qhi, &m);
+            const std::int64_t r = cu::param_of(static_cast<std::int64_t>(i), len, inner, block);
+            std::uint8_t mk = 0;
+            const float want = obs::fake_quant_one(xv[i], 1.0f / scale[r], scale[r],
+                                                   static_cast<float>(zp[r]), qlo, qhi, &mk);
             if (!same_bits(want, yv[i]))
               BOOST_FAIL("element " << i << ": cpu " << yv[i] << ", sim " << want);
           }

@@ -1,4 +1,4 @@
-// Fake quantization on CUDA (kernels.h): per tensor / per channel forward, the STE backward and
+// Fake quantization on CUDA (kernels.h): per tensor / per channel / per block forward, the STE backward and
 // the fused moving-average observer + fake quant. Every float32 step is the CPU kernel's
 // (kernels/cpu/fake_quant.cpp, qparams.cpp, observer.cpp) in the same order; the file builds
 // with -fmad=false, so no multiply-add is contracted.
@@ -11,6 +11,7 @@
 #include "framework/kernels/cuda/runtime.h"
 #include "modules/quant/kernels/cuda/kernels.h"
 #include "modules/quant/kernels/cuda/observer_math.h"
+#include "modules/quant/kernels/cuda/param_index.h"
 
 namespace qat::quant::kernels::cuda {
 namespace {
@@ -38,7 +39,7 @@ __global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, 
     float s = p.scale0;
     std::int32_t zp = p.zp0;
     if (p.scale != nullptr) {
-      const std::int64_t c = (i / p.inner) % p.len;
+      const std::int64_t c = param_of(i, p.len, p.inner, p.block);
       s = p.scale[c];
       zp = p.zero_point[c];
     }

@@ -7,14 +7,15 @@
 
 namespace qat::quant::kernels::cuda {
 
-/// Per-tensor or per-channel qparams: scale[(i / inner) % len] etc. from device arrays, or the
-/// host scalars scale0 / zp0 when `scale` is null.
+/// Per-tensor, per-channel or per-block qparams: scale[param_of(i, len, inner, block)] etc.
+/// (param_index.h) from device arrays, or the host scalars scale0 / zp0 when `scale` is null.
 struct FqParams {
   const float* scale = nullptr;
   const std::int32_t* zero_point = nullptr;
   float scale0 = 1.0f;
   std::int32_t zp0 = 0;
   std::int64_t len = 1, inner = 1;
+  std::int64_t block = 0;  ///< > 0: one parameter per block of `block` indices along len
   /// Device flag (uint8 [1]) or null: when it reads 0, y = x and mask = 1 (no host sync).
   const std::uint8_t* enabled = nullptr;
 };
@@ -69,8 +70,11 @@ struct ObserveArgs {
   bool symmetric = false;
   std::int32_t symmetric_zero_point = 0;
   const std::uint8_t* fake_quant_enabled = nullptr;  ///< [1] or null (on)
+  /// > 0: one range per block of `block` indices along len (len % block == 0), ranges shaped
+  /// (outer, len / block, inner) as the min_val / max_val / scale / zero_point arrays.
+  std::int64_t block = 0;
   /// Data-parallel (distributed::replicas_active()): the batch's ranges are combined over the
-  /// replicas before the update. Called with device memory [min (len), -max (len), -bad (1)],
+  /// replicas before the update. Called with device memory [min (R), -max (R), -bad (1)], R ranges,
   /// which it MIN-reduces in place over the replicas, queued on the stream (no host sync).
   void (*sync_ranges)(float* packed, std::int64_t n) = nullptr;
 };

@@ -1,8 +1,9 @@
-// Observers on CUDA (kernels.h observe): per-range min / max, the running-statistics update,
-// qparams and, fused for per-channel ranges, the fake quantization. Data-parallel, the batch's
-// ranges are all-reduced over the replicas on the device between the two (sync_ranges). Deterministic:
-// min / max are exact and order the zeros (-0 below +0), the only atomic is an integer flag. The
-// per-range math is observer_math.h, shared with the host tests.
+// Observers on CUDA (kernels.h observe): per-range (tensor, channel or block) min / max, the
+// running-statistics update, qparams and, fused for per-channel and per-block ranges, the fake
+// quantization. Data-parallel, the batch's ranges are all-reduced over the replicas on the device
+// between the two (sync_ranges). Deterministic: min / max are exact and order the zeros (-0 below
+// +0), the only atomic is an integer flag. The per-range math is observer_math.h, the element
+// maps param_index.h, both shared with the host tests.
 #include <algorithm>
 #include <cstdint>
 
@@ -10,6 +11,7 @@
 #include "framework/kernels/cuda/runtime.h"
 #include "modules/quant/kernels/cuda/kernels.h"
 #include "modules/quant/kernels/cuda/observer_math.h"
+#include "modules/quant/kernels/cuda/param_index.h"
 
 namespace qat::quant::kernels::cuda {
 namespace {
@@ -37,14 +39,18 @@ __device__ void block_min_max(float& lo, float& hi, int& bad) {
   lo = smin[0], hi = smax[0], bad = sbad[0];
 }
 
-// Element j of range c: x viewed as (outer, len, inner), j over outer * inner.
-__device__ inline i64 element(i64 j, i64 c, i64 len, i64 inner) {
-  return (j / inner * len + c) * inner + j % inner;
-}
+// x viewed as (outer, len, inner): one range per index of len (block 0; m = outer inner
+// elements each) or per block of `block` indices along len (m = block elements each).
+struct View {
+  i64 len, inner, block;
+  __device__ i64 element(i64 j, i64 c) const {
+    return block == 0 ? channel_element(j, c, len, inner) : block_element(j, c, inner, block);
+  }
+};
 
-// Block b: range c = b / splits, its slice s = b % splits of the range's m = outer * inner
-// elements -> part_min / part_max [c * splits + s]; any NaN / inf sets *any_bad.
-__global__ void partial_min_max_kernel(const float* x, i64 len, i64 inner, i64 m, i64 splits,
+// Block b: range c = b / splits, its slice s = b % splits of the range's m elements ->
+// part_min / part_max [c * splits + s]; any NaN / inf sets *any_bad.
+__global__ void partial_min_max_kernel(const float* x, View v, i64 m, i64 splits,
                                        const std::uint8_t* observer_enabled, float* part_min,
                                        float* part_max, int* any_bad) {
   if (!flag_on(observer_enabled)) return;
@@ -53,10 +59,10 @@ __global__ void partial_min_max_kernel(const float* x, i64 len, i64 inner, i64 m
   float lo = INFINITY, hi = -INFINITY;
   int bad = 0;
   for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const float v = x[element(j, c, len, inner)];
-    bad |= !isfinite(v);
-    lo = obs::min_z(v, lo);
-    hi = obs::max_z(v, hi);
+    const float e = x[v.element(j, c)];
+    bad |= !isfinite(e);
+    lo = obs::min_z(e, lo);
+    hi = obs::max_z(e, hi);
   }
   block_min_max(lo, hi, bad);
   if (threadIdx.x == 0) {
@@ -80,7 +86,7 @@ __device__ void fold_partials(i64 c, i64 splits, const float* part_min, const fl
   block_min_max(lo, hi, bad);
 }
 
-__global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 len, i64 inner, i64 m,
+__global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, View v, i64 m,
                               i64 splits, const float* part_min, const float* part_max,
                               const int* any_bad, ObserveArgs a, obs::QRange r) {
   const i64 c = blockIdx.x;
@@ -106,7 +112,7 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 
   const float s = s_scale, z = static_cast<float>(s_zp), inv = 1.0f / s;
   const float qlo = static_cast<float>(r.qmin), qhi = static_cast<float>(r.qmax);
   for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
-    const i64 i = element(j, c, len, inner);
+    const i64 i = v.element(j, c);
     if (!on) {
       y[i] = x[i];
       mask[i] = 1;
@@ -117,8 +123,9 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, i64 
 }
 
 // Data-parallel split of update_kernel's fold: block c folds range c's partials into
-// packed[c] = min, packed[len + c] = -max, and block 0 writes packed[2 len] = -bad, so that one
-// MIN all-reduce over the replicas gives the global batch's min, max and "any rank saw NaN / inf".
+// packed[c] = min, packed[len + c] = -max, and block 0 writes packed[2 len] = -bad (len: the
+// number of ranges), so that one MIN all-reduce over the replicas gives the global batch's min,
+// max and "any rank saw NaN / inf".
 __global__ void pack_ranges_kernel(i64 len, i64 splits, const float* part_min, const float* part_max,
                                    const int* any_bad, const std::uint8_t* observer_enabled,
                                    float* packed) {
@@ -147,13 +154,16 @@ __global__ void unpack_ranges_kernel(i64 len, const float* packed, float* max, i
 void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a, float* y,
              std::uint8_t* mask) {
   constexpr const char* fn = "observer (CUDA)";
-  const i64 m = outer * inner;
-  if (len == 0 || m == 0) return;
+  const View view{len, inner, a.block};
+  // ranges and elements per range: per index of len, or per block along len
+  const i64 ranges = a.block == 0 ? len : outer * (len / a.block) * inner;
+  const i64 m = a.block == 0 ? outer * inner : a.block;
+  if (ranges == 0 || m == 0) return;
   // slices of at least 4096 elements, at most 8192 blocks in all
-  const i64 splits = std::max<i64>(1, std::min<i64>((m + 4095) / 4096, 8192 / len));
-  const i64 parts = len * splits;
-  // data-parallel: packed [2 len + 1] for the all-reduce and the global maxima [len] besides
-  const i64 sync_floats = a.sync_ranges != nullptr ? 3 * len + 1 : 0;
+  const i64 splits = std::max<i64>(1, std::min<i64>((m + 4095) / 4096, 8192 / ranges));
+  const i64 parts = ranges * splits;
+  // data-parallel: packed [2 ranges + 1] for the all-reduce and the global maxima [ranges] besides
+  const i64 sync_floats = a.sync_ranges != nullptr ? 3 * ranges + 1 : 0;
   std::size_t cap = 0;
   void* scratch = ::qat::cuda::detail::allocate(
       static_cast<std::size_t>(parts * 2 + sync_floats) * sizeof(float) + sizeof(int), &cap, fn);
@@ -163,32 +173,32 @@ void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a
   cudaStream_t s = stream(fn);
   QAT_CUDA_CHECK(cudaMemsetAsync(any_bad, 0, sizeof(int), s), fn);
   partial_min_max_kernel<<<static_cast<unsigned>(parts), kBlock, 0, s>>>(
-      x, len, inner, m, splits, a.observer_enabled, part_min, part_max, any_bad);
+      x, view, m, splits, a.observer_enabled, part_min, part_max, any_bad);
   QAT_CUDA_CHECK_LAUNCH(fn);
   const obs::QRange r{a.qmin, a.qmax, a.symmetric, a.symmetric_zero_point};
   // few long ranges (per tensor): the fake quantization as its own grid-wide kernel
-  const bool fuse = y != nullptr && a.scale != nullptr && (len >= 16 || m <= 16 * kBlock);
+  const bool fuse = y != nullptr && a.scale != nullptr && (ranges >= 16 || m <= 16 * kBlock);
   if (a.sync_ranges != nullptr) {  // batch ranges -> all-reduce over the replicas -> update
     float* packed = part_max + parts;
-    float* global_max = packed + 2 * len + 1;
-    pack_ranges_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
-        len, splits, part_min, part_max, any_bad, a.observer_enabled, packed);
+    float* global_max = packed + 2 * ranges + 1;
+    pack_ranges_kernel<<<static_cast<unsigned>(ranges), kBlock, 0, s>>>(
+        ranges, splits, part_min, part_max, any_bad, a.observer_enabled, packed);
     QAT_CUDA_CHECK_LAUNCH(fn);
-    a.sync_ranges(packed, 2 * len + 1);
-    unpack_ranges_kernel<<<qat::kernels::cuda::grid_for(len + 1), kBlock, 0, s>>>(len, packed,
-                                                                                  global_max, any_bad);
+    a.sync_ranges(packed, 2 * ranges + 1);
+    unpack_ranges_kernel<<<qat::kernels::cuda::grid_for(ranges + 1), kBlock, 0, s>>>(
+        ranges, packed, global_max, any_bad);
     QAT_CUDA_CHECK_LAUNCH(fn);
-    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(x, fuse ? y : nullptr, mask, len, inner,
-                                                                m, 1, packed, global_max, any_bad, a, r);
+    update_kernel<<<static_cast<unsigned>(ranges), kBlock, 0, s>>>(
+        x, fuse ? y : nullptr, mask, view, m, 1, packed, global_max, any_bad, a, r);
   } else {
-    update_kernel<<<static_cast<unsigned>(len), kBlock, 0, s>>>(
-        x, fuse ? y : nullptr, mask, len, inner, m, splits, part_min, part_max, any_bad, a, r);
+    update_kernel<<<static_cast<unsigned>(ranges), kBlock, 0, s>>>(
+        x, fuse ? y : nullptr, mask, view, m, splits, part_min, part_max, any_bad, a, r);
   }
   QAT_CUDA_CHECK_LAUNCH(fn);
   ::qat::cuda::detail::release(scratch, cap);  // stream-ordered pool: safe to reuse at once
   if (y != nullptr && a.scale != nullptr && !fuse) {
     FqParams p;
-    p.scale = a.scale, p.zero_point = a.zero_point, p.len = len, p.inner = inner;
+    p.scale = a.scale, p.zero_point = a.zero_point, p.len = len, p.inner = inner, p.block = a.block;
     p.enabled = a.fake_quant_enabled;
     fake_quant(x, y, mask, outer * len * inner, p, a.qmin, a.qmax);
   }
