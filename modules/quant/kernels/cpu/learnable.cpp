@@ -30,7 +30,7 @@ HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqC
     hn::StoreU(hn::IfThenElseZero(inside, g), df, dx + k * kNF);
     const VF xfq = hn::Mul(hn::Sub(q, c.zp), c.s);
     const VF e_in = hn::Mul(hn::Mul(hn::Mul(g, hn::Sub(xfq, xv)), c.inv), c.gf);
-    const VF e_out = hn::Mul(hn::IfThenElse(not_below, hn::Mul(g, c.big), hn::Mul(g, c.small)), c.gf);
+    const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
     ss.Add(k, hn::IfThenElse(inside, e_in, e_out));
     sz.Add(k, hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf)));
   }
