@@ -163,8 +163,7 @@ Tensor FakeQuantize::forward_cuda(const Tensor& x) {
     const detail::Layout l = detail::Layout::of(spec_, x.shape());
     // per block with integer block scales: statistics on the device, the scales quantized on the
     // host (Observer::calculate_qparams, a round trip), then the fake quantization
-    const bool host_scales =
-        spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0;
+    const bool host_scales = spec_.granularity == Granularity::PerBlock && spec_.block_scale_bits > 0;
     kernels::cuda::ObserveArgs a{};
     a.min_val = mn.cuda_data<float>(), a.max_val = mx.cuda_data<float>();
     a.nonfinite_batches = counter, a.observer_enabled = obs_flag, a.averaging_constant = c;

@@ -137,8 +137,8 @@ BOOST_AUTO_TEST_CASE(fake_quant_bit_exact) {
         {x},
         [&](const auto& in) {
           const bool d = in[0].device() == Device::CUDA;
-          return quant::fake_quantize(in[0], {d ? st.to(Device::CUDA) : st, d ? zt.to(Device::CUDA) : zt},
-                                      spec);
+          return quant::fake_quantize(
+              in[0], {d ? st.to(Device::CUDA) : st, d ? zt.to(Device::CUDA) : zt}, spec);
         },
         0);
   }

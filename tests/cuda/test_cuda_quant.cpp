@@ -182,7 +182,8 @@ BOOST_AUTO_TEST_CASE(observer_steps_on_host_match_cpu_fake_quantize) {
       // x as (outer, len, inner) around the axis; ranges of m elements each, as observe() has them
       const bool per_axis = c.spec.granularity != quant::Granularity::PerTensor;
       const int axis = per_axis ? c.shape.axis(c.spec.axis, "test") : -1;
-      const std::int64_t block = c.spec.granularity == quant::Granularity::PerBlock ? c.spec.block_size : 0;
+      const std::int64_t block =
+          c.spec.granularity == quant::Granularity::PerBlock ? c.spec.block_size : 0;
       std::int64_t outer = 1, len = 1, inner = 1;
       if (axis >= 0) {
         for (int d = 0; d < c.shape.rank(); ++d)

@@ -1,5 +1,5 @@
-// Fake quantization on CUDA (kernels.h): per tensor / per channel / per block forward, the STE backward and
-// the fused moving-average observer + fake quant. Every float32 step is the CPU kernel's
+// Fake quantization on CUDA (kernels.h): per tensor / per channel / per block forward, the STE
+// backward and the fused moving-average observer + fake quant. Every float32 step is the CPU kernel's
 // (kernels/cpu/fake_quant.cpp, qparams.cpp, observer.cpp) in the same order; the file builds
 // with -fmad=false, so no multiply-add is contracted.
 #include <cooperative_groups.h>
