@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(fake_quant_bit_exact) {
         0);
   }
   // per block along each axis whose size the block divides (7: blocks of 7; 211: one block)
-  for (const auto [axis, block] : {std::pair{0, 5}, {1, 7}, {2, 211}}) {
+  for (const auto& [axis, block] : {std::pair{0, 5}, {1, 7}, {2, 211}}) {
     const quant::QuantSpec spec = quant::QuantSpec::weight_per_block(8, block, axis);
     const Shape ps = quant::param_shape(spec, x.shape());
     std::vector<float> s(ps.numel());
