@@ -263,6 +263,7 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
     std::int64_t N, C, H, W, O, k, groups;
     Conv2dParams params;
     bool relu;
+    std::int64_t kw = 0;  // 0: k (square)
   };
   const Case cases[] = {
       {2, 1, 28, 28, 16, 5, 1, {.padding = {2, 2}}, true},
@@ -284,11 +285,13 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       // tall windows (one run per window) on the quads paths: C 3 with 3 x 3, C 1 strided
       {2, 3, 11, 10, 7, 3, 1, {.stride = {2, 2}, .padding = {1, 1}}, true},
       {3, 1, 13, 12, 9, 5, 1, {.stride = {2, 1}}, false},
+      // a 3 x 1 kernel: tall windows on the int16 pairs path too
+      {2, 1, 9, 8, 5, 3, 1, {.padding = {1, 0}}, true, 1},
       {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true}};  // several chunks of images
   std::mt19937 gen(11);
   for (const Case& cs : cases) {
-    const std::int64_t Cg = cs.C / cs.groups, K = Cg * cs.k * cs.k;
-    Tensor wq = Tensor::empty(Shape{cs.O, Cg, cs.k, cs.k}, DType::Int8);
+    const std::int64_t kh = cs.k, kw = cs.kw ? cs.kw : cs.k, Cg = cs.C / cs.groups, K = Cg * kh * kw;
+    Tensor wq = Tensor::empty(Shape{cs.O, Cg, kh, kw}, DType::Int8);
     for (std::int64_t i = 0; i < wq.numel(); ++i)
       wq.data<std::int8_t>()[i] =
           static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
@@ -308,8 +311,8 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       const auto [sh, sw] = cs.params.stride;
       const auto [ph, pw] = cs.params.padding;
       const auto [dh, dw] = cs.params.dilation;
-      const std::int64_t Ho = (cs.H + 2 * ph - dh * (cs.k - 1) - 1) / sh + 1,
-                         Wo = (cs.W + 2 * pw - dw * (cs.k - 1) - 1) / sw + 1, P = Ho * Wo,
+      const std::int64_t Ho = (cs.H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
+                         Wo = (cs.W + 2 * pw - dw * (kw - 1) - 1) / sw + 1, P = Ho * Wo,
                          Og = cs.O / cs.groups;
       std::vector<float> m;  // s_in s_w[o] in float, as the layer
       for (std::int64_t o = 0; o < cs.O; ++o)
@@ -319,12 +322,12 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       for (std::int64_t n = 0; n < cs.N; ++n)
         for (std::int64_t g = 0; g < cs.groups; ++g) {
           for (std::int64_t c = 0; c < Cg; ++c)
-            for (std::int64_t i = 0; i < cs.k; ++i)
-              for (std::int64_t j = 0; j < cs.k; ++j)
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j)
                 for (std::int64_t oh = 0; oh < Ho; ++oh)
                   for (std::int64_t ow = 0; ow < Wo; ++ow) {
                     const std::int64_t h = oh * sh - ph + i * dh, ww = ow * sw - pw + j * dw;
-                    col[((c * cs.k + i) * cs.k + j) * P + oh * Wo + ow] =
+                    col[((c * kh + i) * kw + j) * P + oh * Wo + ow] =
                         (h >= 0 && h < cs.H && ww >= 0 && ww < cs.W)
                             ? x.data<std::uint8_t>()[((n * cs.C + g * Cg + c) * cs.H + h) * cs.W + ww]
                             : static_cast<std::uint8_t>(in.zero_point);
