@@ -23,7 +23,7 @@ using Inputs = std::vector<Tensor>;
 namespace {
 
 // One run of PyTorch's fake_quantize_learnable_*_grad_kernel_cpu (the float64 path; float32
-// runs kernels::lsq_backward, the same values summed in the sum16 order), with zp the backward zero
+// runs kernels::lsq_backward, the same values summed in the pair16 order), with zp the backward zero
 // point (a float holding an integer):
 //   q = round_half_even(zp + x/s);  dx = dy [qmin <= q <= qmax]
 //   inside:  dscale += dy * ((clamp(q) - zp) s - x) / s * gf

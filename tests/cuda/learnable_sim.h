@@ -70,24 +70,35 @@ inline Tensor grad_input(const Shape& shape, std::uint64_t seed) {
   return Tensor::from_vector(g, shape);
 }
 
-/// Per-element float32 terms summed per parameter in double as the CPU does: sum16 over each
-/// run of Layout::for_each_run (term k of a run to lane k % 16, lanes folded l[j] += l[j + w] for
-/// w = 8, 4, 2, 1), the runs added in order; then rounded to float.
+/// pair16 (kernels/cpu/kernels.h) of run position k = j % run for a term at j: at k % 16 < 8 the
+/// float32 sum of the terms at k and k + 8 (+0 past the run's end), else none (0, skipped).
+inline bool pair_at(const std::vector<float>& terms, std::int64_t i, std::int64_t k, std::int64_t run,
+                    float* pair) {
+  if (k % 16 >= 8) return false;
+  *pair = terms[i] + (k + 8 < run ? terms[i + 8] : 0.0f);
+  return true;
+}
+
+/// Per-element float32 terms summed per parameter as the CPU does: pair16 over each run of
+/// Layout::for_each_run (the pair of block position j to double lane j, lanes folded
+/// l[j] += l[j + w] for w = 4, 2, 1), the runs added in order; then rounded to float.
 inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const Layout& l) {
   std::vector<double> acc(static_cast<std::size_t>(l.num_params), 0.0);
   l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-    double lane[16] = {};
-    for (std::int64_t k = 0; k < n; ++k) lane[k % 16] += terms[off + k];
-    for (int w = 8; w >= 1; w /= 2)
+    double lane[8] = {};
+    float pair = 0;
+    for (std::int64_t k = 0; k < n; ++k)
+      if (pair_at(terms, off + k, k, n, &pair)) lane[k % 16] += pair;
+    for (int w = 4; w >= 1; w /= 2)
       for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
     acc[p] += lane[0];
   });
   return std::vector<float>(acc.begin(), acc.end());
 }
 
-/// The same terms in the device's order (learnable.cu): per range, reduce_splits blocks of
-/// contiguous chunks, thread t summing terms t, t + 256, ..., the 256 sums folded as a tree;
-/// then the range's partials folded the same way.
+/// The same pairs in the device's order (learnable.cu): per range, reduce_splits blocks of
+/// contiguous chunks, thread t summing the pairs of elements t, t + 256, ..., the 256 sums folded
+/// as a tree; then the range's partials folded the same way.
 inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
   constexpr int kThreads = 256;
   auto tree = [](double* s) {
@@ -103,9 +114,12 @@ inline std::vector<float> sum_device_order(const std::vector<float>& terms, cons
     for (std::int64_t s = 0; s < splits; ++s) {
       double acc[kThreads] = {};
       const std::int64_t begin = s * chunk, end = std::min(m, begin + chunk);
+      float pair = 0;
       for (int t = 0; t < kThreads; ++t)
         for (std::int64_t j = begin + t; j < end; j += kThreads)
-          acc[t] += terms[(j / l.inner * l.len + c) * l.inner + j % l.inner];
+          if (pair_at(terms, (j / l.inner * l.len + c) * l.inner + j % l.inner, j % l.inner, l.inner,
+                      &pair))
+            acc[t] += pair;
       part[s] = tree(acc);
     }
     double acc[kThreads] = {};

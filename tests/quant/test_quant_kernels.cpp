@@ -30,11 +30,15 @@ BOOST_AUTO_TEST_SUITE(quant_kernels)
 
 namespace {
 
-// sum16 (kernels.h): term i to lane i % 16, lanes combined pairwise
-double sum16(const std::vector<float>& terms) {
-  double l[16] = {};
-  for (std::size_t i = 0; i < terms.size(); ++i) l[i % 16] += static_cast<double>(terms[i]);
-  for (int w = 8; w >= 1; w /= 2)
+// pair16 (kernels.h): in each block of 16, terms j and j + 8 added in float to double lane j
+// (a missing term is +0), the 8 lanes combined pairwise
+double pair16(const std::vector<float>& terms) {
+  double l[8] = {};
+  const std::size_t n = terms.size();
+  for (std::size_t b = 0; b < n; b += 16)
+    for (std::size_t j = 0; j < 8 && b + j < n; ++j)
+      l[j] += static_cast<double>(terms[b + j] + (b + j + 8 < n ? terms[b + j + 8] : 0.0f));
+  for (int w = 4; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) l[j] += l[j + w];
   return l[0];
 }
@@ -86,8 +90,8 @@ void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std:
       ez[i] = u * s * gf;
     }
   }
-  ds = sum16(es);
-  dz = sum16(ez);
+  ds = pair16(es);
+  dz = pair16(ez);
 }
 
 BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
@@ -146,7 +150,7 @@ BOOST_AUTO_TEST_CASE(amax_matches_reference) {
         dref[i] = (mref[i] & 1) ? 0.0f : dy[i];
         terms[i] = (mref[i] & 2) ? dy[i] : (mref[i] & 4) ? -dy[i] : 0.0f;
       }
-      const double da_ref = sum16(terms);
+      const double da_ref = pair16(terms);
       for_each_isa([&](cpu::Isa) {
         BOOST_TEST_CONTEXT("signed " << is_signed << " n " << n) {
           F y(n), dx(n);

@@ -283,9 +283,10 @@ void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, f
 }
 
 // 16 elements: dx = bit 1 ? 0 : dy; terms bit 2 ? dy : bit 4 ? -dy : 0
-HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx, Sum16& sum) {
+HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx, Pair16& sum) {
   const DF df;
   const DI di;
+  VF e[16 / kNF];
   for (std::int64_t k = 0; k < 16 / kNF; ++k) {
     const VI bits = LoadBytes(m + k * kNF);
     const VF g = hn::LoadU(df, dy + k * kNF);
@@ -293,12 +294,13 @@ HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx
       return hn::RebindMask(df, hn::Ne(hn::And(bits, hn::Set(di, b)), hn::Zero(di)));
     };
     hn::StoreU(hn::IfThenZeroElse(bit(1), g), df, dx + k * kNF);
-    sum.Add(k, hn::IfThenElse(bit(2), g, hn::IfThenElseZero(bit(4), hn::Neg(g))));
+    e[k] = hn::IfThenElse(bit(2), g, hn::IfThenElseZero(bit(4), hn::Neg(g)));
   }
+  sum.Add(e);
 }
 
 double AmaxBackward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
-  Sum16 sum;
+  Pair16 sum;
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) AmaxBackStep16(dy + i, mask + i, dx + i, sum);
   if (i < n) {  // padded with zero terms

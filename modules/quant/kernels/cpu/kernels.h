@@ -2,11 +2,13 @@
 // Internal: the float32 loops of quantization-aware training, runtime-dispatched (one build per
 // instruction set, framework/tensor/simd.h). Every path gives bit-identical results: the same
 // per-element float operations (no FMA contraction: these files build with -ffp-contract=off),
-// round half to even, and reductions in one fixed order (sum16 below).
+// round half to even, and reductions in one fixed order (pair16 below).
 //
-// sum16: a run of n terms is summed in double as 16 partial sums, term i going to lane i % 16
-// in index order, then lanes combined pairwise (l += l + 8, l += l + 4, l += l + 2, l += l + 1);
-// narrower vectors emulate the 16 lanes.
+// pair16: a run of n terms (padded with +0 to whole blocks of 16) is summed block by block: in
+// each block, terms j and j + 8 (j < 8) are added in float32 and the pair goes to double lane j
+// in index order; then the 8 lanes are combined pairwise (l += l + 4, l += l + 2, l += l + 1).
+// One float32 rounding per pair, as PyTorch's float32 sums have many: it halves the
+// float-to-double conversions, the cost of the sums on AVX2. Narrower vectors emulate the lanes.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -45,7 +47,7 @@ void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n);
 /// LSQ backward on one run (PyTorch 1.13 fake_quantize_learnable_*_grad_kernel_cpu), zp the
 /// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax];
 /// inside: ds = dy ((clamp(q) - zp) s - x) (1/s) gf; outside: ds = dy (qmin|qmax - zp) gf,
-/// dz = (-dy) s gf. Adds sum16(ds), sum16(dz) to *dscale, *dzp.
+/// dz = (-dy) s gf. Adds pair16(ds), pair16(dz) to *dscale, *dzp.
 void lsq_backward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
                   std::int64_t qmin, std::int64_t qmax, float gf, double* dscale, double* dzp);
 
@@ -54,7 +56,7 @@ void lsq_backward(const float* x, const float* dy, float* dx, std::int64_t n, fl
 /// bit 2: signed and x <= -amax.
 void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
                   bool is_signed, std::int64_t qmin, std::int64_t qmax);
-/// dx = bit 0 ? 0 : dy; returns sum16(bit 1 ? dy : bit 2 ? -dy : 0).
+/// dx = bit 0 ? 0 : dy; returns pair16(bit 1 ? dy : bit 2 ? -dy : 0).
 double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
 
 /// FP8 fake quantization: v = x / scale; mask = [|v| <= max]; y = round_fp8(v) * scale, the

@@ -1,5 +1,5 @@
 // LSQ backward (kernels.h lsq_backward): dx and the per-run scale / zero-point gradient sums in
-// one pass, the per-element values in float32 in PyTorch's order, summed in double (sum16).
+// one pass, the per-element values in float32 in PyTorch's order, summed by pair16 (kernels.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/learnable.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -19,9 +19,10 @@ struct LsqConsts {
 // q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it); NaN counts
 // as below. inside: e_s = ((dy (xfq - x)) inv) gf with xfq = (q - zp) s;
 // outside: e_s = (dy (qmin|qmax - zp)) gf, e_z = (dy (-s)) gf, which equals ((-dy) s) gf.
-HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqConsts& c, Sum16& ss,
-                          Sum16& sz) {
+HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqConsts& c, Pair16& ss,
+                          Pair16& sz) {
   const DF df;
+  VF es[16 / kNF], ez[16 / kNF];
   for (std::int64_t k = 0; k < 16 / kNF; ++k) {
     const VF xv = hn::LoadU(df, x + k * kNF), g = hn::LoadU(df, dy + k * kNF);
     const VF q = RoundEven(Fma(xv, c.inv, c.zp));
@@ -31,9 +32,11 @@ HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqC
     const VF xfq = hn::Mul(hn::Sub(q, c.zp), c.s);
     const VF e_in = hn::Mul(hn::Mul(hn::Mul(g, hn::Sub(xfq, xv)), c.inv), c.gf);
     const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
-    ss.Add(k, hn::IfThenElse(inside, e_in, e_out));
-    sz.Add(k, hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf)));
+    es[k] = hn::IfThenElse(inside, e_in, e_out);
+    ez[k] = hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf));
   }
+  ss.Add(es);
+  sz.Add(ez);
 }
 
 void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
@@ -49,7 +52,7 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
   c.small = hn::Set(df, static_cast<float>(qmin) - zp);
   c.big = hn::Set(df, static_cast<float>(qmax) - zp);
   c.neg_s = hn::Set(df, -1.0f * s);
-  Sum16 ss, sz;
+  Pair16 ss, sz;
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) LsqStep16(x + i, dy + i, dx + i, c, ss, sz);
   if (i < n) {  // padded: x = dy = 0 gives +0 terms, which leave the (never -0) lane sums as they are

@@ -90,9 +90,9 @@ struct ParamLayout {
 
 /// The learnable quantizers (learnable.cu), float32 parameters on the device (not validated:
 /// reading them would cost a host sync). Elementwise outputs are bit-exact with the CPU; the
-/// parameter gradients are summed in double in a fixed order (no atomics: the same bits on every
-/// run), a different order than the CPU's sum16, so they agree with it to rounding (~1e-7), not
-/// to the bit.
+/// parameter gradients are the CPU's float32 pairs (pair16) summed in double in a fixed order (no
+/// atomics: the same bits on every run), a different order than the CPU's, so they agree with it
+/// to rounding (~1e-7), not to the bit.
 ///
 /// LSQ forward: y = fake_quant(x) with scale[c] and zero point clamp(rint(zero_point[c]), qmin, qmax).
 void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* scale,

@@ -3,13 +3,16 @@
 // learnable_math.h, shared with the host tests; the file builds with -fmad=false.
 //
 // Reductions, no float atomics (the same bits on every run): range c's m = outer * inner terms go
-// to reduce_splits(m, len) blocks, each a contiguous chunk; in a block thread t sums the chunk's
-// terms t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree
-// (l[t] += l[t + w], w = 128 ... 1) into one partial; a second kernel folds range c's partials the
-// same way (thread t: partials t, t + 256, ...) and writes float(sum). The CPU sums the same
-// float32 terms in double in another order (sum16 per run, runs in order), so the parameter
-// gradients agree with it within ~1e-7 relative (the tests ask 1e-6), not bitwise; dx and the
-// forward are bit-exact.
+// to reduce_splits(m, len) blocks, each a contiguous chunk. The terms come in the CPU's pairs
+// (kernels/cpu/kernels.h, pair16): at run position p = j % inner with p % 16 < 8, a thread adds
+// the float32 sum of the terms at p and p + 8 (+0 past the run's end); the threads at p % 16 >= 8
+// skip (their term is in a pair). In a block thread t sums the pairs of the chunk's elements
+// t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t + w],
+// w = 128 ... 1) into one partial; a second kernel folds range c's partials the same way
+// (thread t: partials t, t + 256, ...) and writes float(sum). The CPU sums the same float32 pairs
+// in double in another order (8 lanes per run, runs in order), so the parameter gradients agree
+// with it within ~1e-7 relative (the tests ask 1e-6), not bitwise; dx and the forward are
+// bit-exact.
 #include <cstdint>
 
 #include "framework/kernels/cuda/launch.h"
@@ -49,8 +52,9 @@ __device__ void block_sum(double (&v)[K]) {
   for (int k = 0; k < K; ++k) v[k] = s[k][0];
 }
 
-// Block b = (range c = b / splits, slice b % splits): op.add writes the elementwise output of
-// element i and adds its Op::kSums terms; part[k * gridDim.x + b] = the block's sum k.
+// Block b = (range c = b / splits, slice b % splits): op.add(r, i, pair, acc) writes the elementwise
+// outputs of element i (and of i + 8 when `pair`) and adds their Op::kSums pair sums; part[k *
+// gridDim.x + b] = the block's sum k.
 template <class Op>
 __global__ void partial_kernel(Op op, i64 len, i64 inner, i64 m, i64 splits, double* part) {
   const i64 c = blockIdx.x / splits, s = blockIdx.x % splits;
@@ -58,7 +62,10 @@ __global__ void partial_kernel(Op op, i64 len, i64 inner, i64 m, i64 splits, dou
   const i64 end = begin + chunk < m ? begin + chunk : m;
   const typename Op::Range r = op.range(c);
   double acc[Op::kSums] = {};
-  for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) op.add(r, element(j, c, len, inner), acc);
+  for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const i64 p = j % inner;  // the position in the CPU's run (per tensor: outer = 1)
+    if (p % 16 < 8) op.add(r, element(j, c, len, inner), p + 8 < inner, acc);
+  }
   block_sum(acc);
   if (threadIdx.x == 0)
     for (int k = 0; k < Op::kSums; ++k) part[k * gridDim.x + blockIdx.x] = acc[k];
@@ -93,12 +100,16 @@ struct LsqGradOp {
                               : lm::rounded_zero_point(zero_point[c], lo, hi);
     return lm::lsq_grad_consts(scale[c], z, lo, hi, gf);
   }
-  __device__ void add(const Range& k, i64 i, double (&acc)[2]) const {
-    float ds, dz;
+  __device__ void add(const Range& k, i64 i, bool pair, double (&acc)[2]) const {
+    float ds, dz, ds8 = 0.0f, dz8 = 0.0f;
     const float d = lm::lsq_grad_one(x[i], dy[i], k, &ds, &dz);
     if (dx != nullptr) dx[i] = d;
-    acc[0] += ds;
-    acc[1] += dz;
+    if (pair) {
+      const float d8 = lm::lsq_grad_one(x[i + 8], dy[i + 8], k, &ds8, &dz8);
+      if (dx != nullptr) dx[i + 8] = d8;
+    }
+    acc[0] += ds + ds8;  // the pair in float32, then in double
+    acc[1] += dz + dz8;
   }
 };
 
@@ -110,11 +121,15 @@ struct AmaxGradOp {
   const std::uint8_t* __restrict__ mask;
   float* __restrict__ dx;
   __device__ Range range(i64) const { return {}; }
-  __device__ void add(const Range&, i64 i, double (&acc)[1]) const {
-    float term;
+  __device__ void add(const Range&, i64 i, bool pair, double (&acc)[1]) const {
+    float term, term8 = 0.0f;
     const float d = lm::amax_backward_one(dy[i], mask[i], &term);
     if (dx != nullptr) dx[i] = d;
-    acc[0] += term;
+    if (pair) {
+      const float d8 = lm::amax_backward_one(dy[i + 8], mask[i + 8], &term8);
+      if (dx != nullptr) dx[i + 8] = d8;
+    }
+    acc[0] += term + term8;
   }
 };
 
