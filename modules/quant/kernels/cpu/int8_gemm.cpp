@@ -225,7 +225,11 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
     const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
     const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);
     const Vec zp = set32(g.zp);
-    for (std::int64_t i = 0; i < rows_valid; ++i) {
+    // a constant trip count with an exit keeps the accumulators in registers (a loop bound
+    // by rows_valid indexes them at run time, which puts them on the stack)
+#pragma GCC unroll 8
+    for (std::int64_t i = 0; i < MR; ++i) {
+      if (i >= rows_valid) break;
       Vec out[kVecs];
       for (int u = 0; u < kVecs; ++u) {
         const std::int64_t c = c0 + u * kLanes;
