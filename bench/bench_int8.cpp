@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -31,6 +32,8 @@
 #include "examples/common/models.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
+#include "framework/data/dataloader.h"
+#include "framework/data/idx.h"
 #include "framework/nn/nn.h"
 #include "framework/optim/sgd.h"
 #include "framework/tensor/blas.h"
@@ -41,6 +44,7 @@
 #include "modules/quant/int8_dynamic.h"
 #include "modules/quant/int8_kernels.h"
 #include "modules/quant/quant.h"
+#include "modules/quant/quantized_layers.h"
 
 using namespace qat;
 using namespace qat::quant;
@@ -51,8 +55,49 @@ namespace {
 nn::ModulePtr mlp() { return examples::fmnist_mlp(); }
 nn::ModulePtr cnn(bool batch_norm) { return examples::fmnist_cnn(batch_norm); }
 
-// prepare_qat (`qconfig` everywhere), a few SGD steps on random data, convert
-nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& input,
+// Fashion-MNIST (Debian's dataset-fashion-mnist) when installed: the int8 models train on its
+// training images and are timed on its test images, so that their activations have a trained
+// model's ranges (the int8 kernels pick their format from them: int8_gemm.h); otherwise
+// uniform noise.
+struct Data {
+  data::Dataset train, test;
+  bool real = false;
+};
+const Data& fmnist() {
+  static const Data d = [] {
+    Data r;
+    try {
+      r.train = data::load_fashion_mnist(data::kFashionMnistDir, true);
+      r.test = data::load_fashion_mnist(data::kFashionMnistDir, false);
+      r.real = true;
+    } catch (const std::exception&) {
+    }
+    return r;
+  }();
+  return d;
+}
+
+// The first `batch` test images (`shape` without the batch), or uniform noise
+Tensor inputs(const Shape& shape, std::int64_t batch) {
+  std::vector<std::int64_t> d{batch};
+  for (std::int64_t i = 0; i < shape.rank(); ++i) d.push_back(shape[i]);
+  if (!fmnist().real) {
+    Generator gen(4);
+    return Tensor::uniform(Shape(d), 0, 1, gen);
+  }
+  data::DataLoader loader(fmnist().test,
+                          {.batch_size = batch, .shuffle = false, .flatten = shape.rank() == 1});
+  data::Batch b;
+  loader.next(b);
+  return b.images;  // (batch, 1, 28, 28) or flattened (batch, 784)
+}
+
+// prepare_qat (`qconfig` everywhere), kTrainSteps SGD steps of batch 32 on the training images
+// (or noise), convert. A third of an epoch: the moving-average activation ranges have settled
+// near a trained model's (the CNN's conv2 input: 4.7% of its codes above 127 after 100 steps,
+// 0.7% after 300, 0.3% after 600 and 900; the demo's model after 5 epochs: 0.18%).
+constexpr int kTrainSteps = 600;
+nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shape& sample,
                          const std::string& qconfig = "int8_default") {
   manual_seed(1);
   nn::ModulePtr model = build();
@@ -62,12 +107,24 @@ nn::ModulePtr int8_model(const std::function<nn::ModulePtr()>& build, const Shap
   Generator gen(2);
   optim::SGD opt(model->named_parameters(), {.lr = 0.05, .momentum = 0.9});
   model->train();
-  for (int step = 0; step < 5; ++step) {
-    const Tensor x = Tensor::uniform(input, 0, 1, gen);
-    std::vector<std::int64_t> y(input[0]);
-    for (auto& v : y) v = static_cast<std::int64_t>(gen.below(10));
+  const bool flat = sample.rank() == 1;
+  std::optional<data::DataLoader> loader;
+  if (fmnist().real)
+    loader.emplace(fmnist().train,
+                   data::DataLoader::Options{.batch_size = 32, .seed = 3, .flatten = flat});
+  data::Batch b;
+  for (int step = 0; step < kTrainSteps; ++step) {
+    if (loader) {
+      if (!loader->next(b)) loader->next(b);
+    } else {
+      std::vector<std::int64_t> d{32}, y(32);
+      for (std::int64_t i = 0; i < sample.rank(); ++i) d.push_back(sample[i]);
+      b.images = Tensor::uniform(Shape(d), 0, 1, gen);
+      for (auto& v : y) v = static_cast<std::int64_t>(gen.below(10));
+      b.labels = Tensor::from_vector<std::int64_t>(y, Shape{32});
+    }
     opt.zero_grad();
-    cross_entropy(model->forward(x), Tensor::from_vector<std::int64_t>(y, Shape{input[0]})).backward();
+    cross_entropy(model->forward(b.images), b.labels).backward();
     opt.step();
   }
   model->eval();
@@ -110,12 +167,17 @@ TorchRows run_torch(cpu::Isa isa, const std::vector<std::int64_t>& batches, std:
 }
 
 // {int8 kernel s, float GEMM s} on x (N, K) . w^T (O, K), packing excluded; narrow: inputs in
-// [0, 127] (a 7-bit activation range, PyTorch fbgemm's reduce_range), packed for them
-std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O, bool narrow) {
+// [0, 127] (a 7-bit activation range, PyTorch fbgemm's reduce_range), packed for them. wide >= 0:
+// that fraction of the inputs in [128, 255], the rest in [0, 127], packed narrow (quads plus
+// the excess of those inputs) or not (int16 pairs).
+std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O, bool narrow,
+                                      double wide = -1) {
   Generator gen(3);
   std::vector<std::uint8_t> xq(N * K), yq(N * O);
   std::vector<std::int8_t> wq(O * K);
-  for (auto& v : xq) v = static_cast<std::uint8_t>(gen.below(narrow ? 128 : 256));
+  for (auto& v : xq)
+    v = static_cast<std::uint8_t>(wide < 0 ? gen.below(narrow ? 128 : 256)
+                                           : gen.below(128) + (gen.uniform() < wide ? 128 : 0));
   for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
   std::vector<float> scale(O, 0.0007f * 0.05f), bias(O, 0.0007f * 0.05f * 17);
   const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K, narrow);
@@ -127,6 +189,32 @@ std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64
     detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
   });
   return {t8, t32};
+}
+
+// {quads + excess s, int16 pairs s}: the CNN's conv2 (16 -> 32 channels, 5 x 5, padding 2, a
+// fused ReLU) on a batch of 64 14 x 14 inputs, half zeros, the rest in [0, 127] but for a
+// fraction `wide` in [128, 255]
+std::pair<double, double> time_conv_excess(double wide) {
+  Generator gen(6);
+  Tensor wq = Tensor::empty(Shape{32, 16, 5, 5}, DType::Int8);
+  for (std::int64_t i = 0; i < wq.numel(); ++i)
+    wq.data<std::int8_t>()[i] = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
+  const QuantInfo in{0.02, 0};
+  QuantizedConv2d layer(wq, Tensor::full(Shape{32}, 0.001f, DType::Float32),
+                        Tensor::full(Shape{32}, 0.01f, DType::Float32), in, {{0.05, 0}, 0, 255}, true,
+                        Conv2dParams{.padding = {2, 2}});
+  Tensor x = Tensor::empty(Shape{64, 16, 14, 14}, DType::UInt8);
+  x.set_quant_info(in);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen.uniform() < wide  ? 128 + gen.below(128)
+                                                          : gen.uniform() < 0.5 ? 0
+                                                                                : gen.below(128));
+  int8::set_quads_policy(int8::QuadsPolicy::Always);
+  const double tq = seconds_per_call([&] { layer.forward(x); });
+  int8::set_quads_policy(int8::QuadsPolicy::Never);
+  const double tp = seconds_per_call([&] { layer.forward(x); });
+  int8::set_quads_policy(int8::QuadsPolicy::Auto);
+  return {tq, tp};
 }
 
 // {grouped kernel s, whole DynamicQuantizedLinear forward s (float in: per-row quantization +
@@ -187,12 +275,11 @@ int print_rows(bool torch) {
   // [0, 127], read as int8 quads on every path)
   for (const bool seven : {false, true}) {
     const char* tag = seven ? "int8_cnn_7bit" : "int8_cnn";
-    nn::ModulePtr q = int8_model([] { return cnn(false); }, Shape{32, 1, 28, 28},
-                                 seven ? "int8_fbgemm" : "int8_default");
+    nn::ModulePtr q =
+        int8_model([] { return cnn(false); }, Shape{1, 28, 28}, seven ? "int8_fbgemm" : "int8_default");
     nn::ModulePtr f = cnn(false);
     f->eval();
-    Generator gen(4);
-    const Tensor x = Tensor::uniform(Shape{64, 1, 28, 28}, 0, 1, gen);
+    const Tensor x = inputs(Shape{1, 28, 28}, 64);
     NoGradGuard ng;
     const double t32 = seconds_per_call([&] { f->forward(x); });
     const double t8 = seconds_per_call([&] { q->forward(x); });
@@ -247,6 +334,33 @@ int main(int argc, char** argv) {
     }
   }
 
+  // (a3) the excess correction: inputs in [0, 127] but for a fraction above (ReLU activations
+  // of a trained model: 0.07% / 0.18% for the demo CNN's fc1 / conv2), quads plus the excess
+  // against int16 pairs, to place int8::kQuadsPayGemm / kQuadsPayConv
+  std::printf(
+      "\n(a3) int8 layers with a fraction of the inputs in [128, 255] (the rest in [0, 127]): quads "
+      "plus their excess vs int16 pairs, 1 thread (the layers take quads up to 1/%lld (linear), "
+      "1/%lld (conv))\n",
+      static_cast<long long>(int8::kQuadsPayGemm), static_cast<long long>(int8::kQuadsPayConv));
+  std::printf("%-12s %-28s %8s %12s %12s %12s\n", "path", "layer", "above", "quads+exc", "pairs",
+              "pairs/quads");
+  for (cpu::Isa isa : paths) {
+    if (!only.empty()) break;
+    cpu::IsaGuard guard(isa);
+    if (!int8::narrow_is_faster()) continue;
+    for (const double wide : {0.001, 0.003, 0.01, 0.02, 0.04, 0.06, 0.08}) {
+      const auto [tq, t32] = time_linear(64, 784, 256, true, wide);
+      const auto [tp, t32b] = time_linear(64, 784, 256, false, wide);
+      std::printf("%-12s %-28s %7.1f%% %9.1f us %9.1f us %11.2fx\n", cpu::isa_name(isa),
+                  "linear 64x784 . 256", wide * 100, tq * 1e6, tp * 1e6, tp / tq);
+    }
+    for (const double wide : {0.001, 0.003, 0.006, 0.01, 0.02}) {
+      const auto [tq, tp] = time_conv_excess(wide);
+      std::printf("%-12s %-28s %7.1f%% %9.1f us %9.1f us %11.2fx\n", cpu::isa_name(isa),
+                  "conv 64x16x14x14, 32 5x5", wide * 100, tq * 1e6, tp * 1e6, tp / tq);
+    }
+  }
+
   // (a2) dynamic int8 linear vs float GEMM
   std::printf(
       "\n(a2) dynamic int8 linear (per-row int8 activations quantized on the fly, int4 weights in "
@@ -292,17 +406,11 @@ int main(int argc, char** argv) {
                       {"cnn-bn", [] { return cnn(true); }, Shape{1, 28, 28}, "cnn-bn", "int8_default"}};
   for (const M& m : models) {
     if (!only.empty() && only != m.name) continue;
-    auto with_batch = [&](std::int64_t b) {
-      std::vector<std::int64_t> d{b};
-      for (std::int64_t i = 0; i < m.sample.rank(); ++i) d.push_back(m.sample[i]);
-      return Shape(d);
-    };
-    nn::ModulePtr q = int8_model(m.build, with_batch(32), m.qconfig);
+    nn::ModulePtr q = int8_model(m.build, m.sample, m.qconfig);
     nn::ModulePtr f = m.build();
     f->eval();
     for (std::int64_t batch : batches) {
-      Generator gen(4);
-      const Tensor x = Tensor::uniform(with_batch(batch), 0, 1, gen);
+      const Tensor x = inputs(m.sample, batch);
       NoGradGuard ng;
       for (cpu::Isa isa : paths) {
         cpu::IsaGuard guard(isa);
@@ -317,7 +425,11 @@ int main(int argc, char** argv) {
             const Tensor in = h;
             const double t = seconds_per_call([&] { child->forward(in); });
             h = child->forward(in);
-            std::printf("    %-10s %-20s %9.1f us\n", name.c_str(), child->type_name().c_str(), t * 1e6);
+            std::printf("    %-10s %-20s %9.1f us", name.c_str(), child->type_name().c_str(), t * 1e6);
+            if (in.dtype() == DType::UInt8)  // what picks quads or pairs (int8::quads_pay)
+              std::printf("   input above 127: %.2f%%",
+                          100.0 * int8::count_wide(in.data<std::uint8_t>(), in.numel()) / in.numel());
+            std::printf("\n");
           }
         }
         const auto it = torch_rows[isa].find({m.torch, batch});

@@ -1,10 +1,14 @@
 #include "modules/quant/int8_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -103,6 +107,39 @@ bool all_narrow(const std::uint8_t* x, std::int64_t n) {
 
 bool narrow_is_faster() { return kernels::pack_format(true) != kernels::pack_format(false); }
 
+std::int64_t count_wide(const std::uint8_t* x, std::int64_t n) {
+  std::int64_t above = 0, i = 0;
+#if defined(__SSE2__)  // (every x86-64) the high bits of 16 bytes as 0 / 1, summed by psadbw
+  const __m128i one = _mm_set1_epi8(1), zero = _mm_setzero_si128();
+  __m128i sums = zero;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    sums = _mm_add_epi64(sums, _mm_sad_epu8(_mm_and_si128(_mm_srli_epi16(v, 7), one), zero));
+  }
+  above = _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
+#endif
+  for (; i < n; ++i) above += x[i] >> 7;
+  return above;
+}
+
+namespace {
+std::atomic<QuadsPolicy> g_quads_policy{QuadsPolicy::Auto};
+}
+void set_quads_policy(QuadsPolicy p) { g_quads_policy = p; }
+QuadsPolicy quads_policy() { return g_quads_policy; }
+
+bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio) {
+  if (!narrow_is_faster()) return false;
+  switch (quads_policy()) {
+    case QuadsPolicy::Always:
+      return true;
+    case QuadsPolicy::Never:
+      return false;
+    default:
+      return above * ratio <= n;
+  }
+}
+
 // quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
 // channel, k = 2 s + j; zero beyond O and K. With pieces, k = p L + l sits at step
 // p piece_steps + l / kps.
@@ -150,8 +187,112 @@ int activation_bytes(bool narrow) {
 }
 
 namespace {
+// ---- the excess lists of a narrow packing (kernels/cpu/int8_gemm.h) ----
+
+// The offsets of the bytes of x[0, n) above 127, in order (16 at a time: their high bits).
+void find_wide(const std::uint8_t* x, std::int64_t n, std::vector<std::int64_t>& at) {
+  std::int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= n; i += 16) {
+    auto bits = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+    for (; bits != 0; bits &= bits - 1) at.push_back(i + __builtin_ctz(bits));
+  }
+#endif
+  for (; i < n; ++i)
+    if (x[i] > 127) at.push_back(i);
+}
+
+// What the byte a > 127 at place d of a row adds: {step d / 4, (a - 127) at byte d % 4}
+kernels::Excess excess_at(std::int64_t d, std::uint8_t a) {
+  return {static_cast<std::int32_t>(d / 4), static_cast<std::uint32_t>(a - 127) << (8 * (d % 4))};
+}
+
+// Row m's entries are ex[row[m] .. row[m + 1]) (at, table: scratch of the search). Kept per
+// thread between calls (no allocation in steady state).
+struct ExcessLists {
+  std::vector<std::int64_t> row, at, table;
+  std::vector<kernels::Excess> ex;
+};
+
+// Rows of x (M, K), ldx apart: each row's own bytes above 127.
+void rows_excess(const std::uint8_t* x, std::int64_t M, std::int64_t K, std::int64_t ldx,
+                 ExcessLists& l) {
+  l.row.assign(M + 1, 0);
+  l.ex.clear();
+  std::vector<std::int64_t>& at = l.at;
+  for (std::int64_t m = 0; m < M; ++m) {
+    at.clear();
+    find_wide(x + m * ldx, K, at);
+    for (const std::int64_t k : at) l.ex.push_back(excess_at(k, x[m * ldx + k]));
+    l.row[m + 1] = static_cast<std::int64_t>(l.ex.size());
+  }
+}
+
+// The implicit GEMM's rows overlap (a convolution's windows share pixels), so its bytes above
+// 127 are found once in the buffer and given to every row that reads them: byte q is read by
+// row m through piece p at place d = q - piece_off[p] - row_off[m] when 0 <= d < len (the
+// bytes the kernel reads per run). row_off is non-decreasing, so the rows of (q, p) are one
+// range, [upper(t - len), upper(t)) for t = q - piece_off[p], upper(v) the first row with
+// row_off > v: a table of it every G bytes, then a step or two.
+void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
+                     const std::int64_t* piece_off, std::int64_t pieces, std::int64_t psteps,
+                     ExcessLists& lists) {
+  QAT_REQUIRE(std::is_sorted(row_off, row_off + M), "int8::gemm_u8s8_implicit",
+              "row_off must be non-decreasing when x_narrow is given");
+  const std::int64_t len = psteps * 4;
+  const std::int64_t pmin = *std::min_element(piece_off, piece_off + pieces),
+                     pmax = *std::max_element(piece_off, piece_off + pieces);
+  const std::int64_t lo = row_off[0] + pmin, hi = row_off[M - 1] + pmax + len;
+  std::vector<std::int64_t>& at = lists.at;
+  at.clear();
+  find_wide(x + lo, hi - lo, at);
+  const std::int64_t base = row_off[0], span = row_off[M - 1] - base + 1;
+  const std::int64_t G = std::max<std::int64_t>(1, span / (2 * M));
+  std::vector<std::int64_t>& table = lists.table;  // table[b]: first m, row_off[m] >= base + b G
+  table.resize((span - 1) / G + 1);
+  for (std::int64_t b = 0, m = 0; b < static_cast<std::int64_t>(table.size()); ++b) {
+    while (row_off[m] < base + b * G) ++m;  // (base + b G <= base + span - 1 = row_off[M - 1])
+    table[b] = m;
+  }
+  auto upper = [&](std::int64_t v) {
+    if (v < base) return std::int64_t{0};
+    if (v >= row_off[M - 1]) return M;
+    std::int64_t m = table[(v - base) / G];
+    while (row_off[m] <= v) ++m;
+    return m;
+  };
+  // two sweeps: count each row's entries, then place them
+  ExcessLists& l = lists;
+  l.row.assign(M + 1, 0);
+  std::vector<std::int64_t> next;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      for (std::int64_t m = 0; m < M; ++m) l.row[m + 1] += l.row[m];
+      l.ex.resize(l.row[M]);
+      next.assign(l.row.begin(), l.row.end() - 1);
+    }
+    for (const std::int64_t off : at) {
+      const std::int64_t q = lo + off;
+      for (std::int64_t p = 0; p < pieces; ++p) {
+        const std::int64_t t = q - piece_off[p];
+        for (std::int64_t m = upper(t - len), m1 = upper(t); m < m1; ++m) {
+          if (pass == 0) {
+            ++l.row[m + 1];
+            continue;
+          }
+          kernels::Excess e = excess_at(t - row_off[m], x[q]);
+          e.step += static_cast<std::int32_t>(p * psteps);
+          l.ex[next[m]++] = e;
+        }
+      }
+    }
+  }
+}
+
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
-void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq) {
+void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq,
+              bool excess = false) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
@@ -182,6 +323,17 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   a.zp = rq.zero_point;
   a.pieces = w.pieces;
   a.piece_steps = w.piece_steps;
+  thread_local ExcessLists lists;
+  if (excess) {
+    if (a.row_off)
+      implicit_excess(a.x, M, a.row_off, a.piece_off, w.pieces, w.piece_steps, lists);
+    else
+      rows_excess(a.x, M, w.K, a.ldx, lists);
+    if (!lists.ex.empty()) {  // else every input read is in [0, 127]: plain quads
+      a.ex_row = lists.row.data();
+      a.ex = lists.ex.data();
+    }
+  }
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
   if (threads <= 1) {
@@ -218,43 +370,37 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
                       bool x_checked_narrow) {
   QAT_REQUIRE(w.pieces == 1, "int8::gemm_u8s8_packed", "weights packed in ", w.pieces,
               " pieces are for gemm_u8s8_implicit");
-  for (std::int64_t m = 0; w.narrow && !x_checked_narrow && m < M; ++m) {
-    if (all_narrow(x + m * ldx, w.K)) continue;
-    const std::int64_t k =
-        std::find_if(x + m * ldx, x + m * ldx + w.K, [](auto v) { return v > 127; }) - (x + m * ldx);
-    QAT_REQUIRE(false, "int8::gemm_u8s8_packed", "x[", m, ", ", k, "] = ", int{x[m * ldx + k]},
-                " is above 127: the weights were packed narrow (for inputs in [0, 127]); pack "
-                "them with narrow = false for this input");
-  }
   kernels::GemmArgs a{};
   a.x = x;
   a.M = M;
   a.ldx = ldx;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, zx, rq);
+  run_gemm(a, w, zx, rq, w.narrow && !x_checked_narrow);  // quads plus the excess
 }
 
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
-                        const Requant& rq, std::uint8_t* y, std::int64_t ldy) {
+                        const Requant& rq, std::uint8_t* y, std::int64_t ldy,
+                        const std::uint8_t* x_narrow) {
   kernels::GemmArgs a{};
   a.x = x;
+  a.x_narrow = x_narrow;
   a.M = M;
   a.row_off = row_off;
   a.piece_off = piece_off;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, zx, rq);
+  run_gemm(a, w, zx, rq, w.narrow && x_narrow != nullptr);
 }
 
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
                  std::uint8_t* y) {
-  const bool narrow = narrow_is_faster() && all_narrow(x, N * K);
-  PackedWeights p = pack_weights(w, O, K, narrow);
+  const std::int64_t above = count_wide(x, N * K);
+  PackedWeights p = pack_weights(w, O, K, quads_pay(above, N * K));
   p.sums.assign(w_sums, w_sums + O);
-  gemm_u8s8_packed(x, N, K, zx, p, rq, y, O, narrow);
+  gemm_u8s8_packed(x, N, K, zx, p, rq, y, O, above == 0);
 }
 
 // y (O, P) = (col^T (P, K) . w^T)^T

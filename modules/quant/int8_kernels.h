@@ -50,8 +50,10 @@ inline std::uint8_t requantize(std::int32_t acc, const Requant& rq, std::int64_t
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
 /// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Narrow packings are for
-/// inputs in [0, 127] only (a 7-bit activation range, as PyTorch fbgemm's reduce_range): int8
-/// quads on every path, which AVX2 / AVX-512 multiply with vpmaddubsw, exactly in that range.
+/// inputs mostly in [0, 127] (a 7-bit activation range, as PyTorch fbgemm's reduce_range, or
+/// ReLU activations of a trained model, where 0.1-0.2% exceed 127): int8 quads on every path,
+/// which AVX2 / AVX-512 multiply with vpmaddubsw, exactly in that range, and add the excess of
+/// the few inputs above it in a second exact pass (quads_pay: when that is faster than pairs).
 /// Inference layers keep one per weight; it is not saved in checkpoints.
 struct PackedWeights {
   std::int64_t O = 0, K = 0, steps = 0;      ///< steps of 2 or 4 k values per 16-channel block
@@ -70,34 +72,54 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
                                   std::int64_t L, bool narrow = false);
 /// Bytes per activation element in the current path's format (1: u8 quads, 2: u16 pairs).
 int activation_bytes(bool narrow = false);
-/// Whether every x[i] (n bytes) is in [0, 127]: the inputs a narrow packing may read.
+/// Whether every x[i] (n bytes) is in [0, 127]: the inputs a narrow packing reads in one pass.
 bool all_narrow(const std::uint8_t* x, std::int64_t n);
+/// How many of the n bytes at x are above 127.
+std::int64_t count_wide(const std::uint8_t* x, std::int64_t n);
 /// Whether the current CPU path has a faster kernel for narrow inputs (AVX2, AVX-512 without
 /// VNNI); elsewhere a narrow packing is the usual one.
 bool narrow_is_faster();
+/// Quads with the excess correction run faster than int16 pairs while at most 1 / ratio of the
+/// input bytes are above 127 (bench_int8 (a3) measures the crossing on AVX2): ~4% for a GEMM
+/// (each byte read by one row), ~1% for a convolution (each byte read by kh kw windows, each
+/// one more entry of the excess lists).
+constexpr std::int64_t kQuadsPayGemm = 32, kQuadsPayConv = 100;
+/// Which packing the int8 layers take on the paths where quads are faster (narrow_is_faster):
+/// Auto by quads_pay; Always quads (plus the excess); Never int16 pairs. Process-wide; for
+/// measurements and tests (bench_int8 (a3)).
+enum class QuadsPolicy { Auto, Always, Never };
+void set_quads_policy(QuadsPolicy p);
+QuadsPolicy quads_policy();
+/// Whether to pack narrow for an input of n bytes, `above` of them above 127: narrow_is_faster()
+/// and, under QuadsPolicy::Auto, above <= n / ratio.
+bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio = kQuadsPayGemm);
 
 /// Implicit GEMM (a convolution read in place): y row m (M rows, ldy apart) =
 /// requant(A_m . w^T - zx rowsum(w)), where A_m is the concatenation of w.pieces runs of
 /// K / pieces activations, run p at x + row_off[m] + piece_off[p] bytes, stored as
 /// activation_bytes(w.narrow) per element (uint8, or uint16 widened). Up to 4 elements past a
 /// run's end are read (times zero weights): keep that many readable bytes after the last run.
-/// With narrow weights every activation read must be in [0, 127] (the caller checks: all_narrow).
+/// With narrow weights, either every activation read is in [0, 127] (the caller checked:
+/// all_narrow) and x_narrow is null, or x_narrow holds min(x, 127) at the same offsets, row_off
+/// is non-decreasing, and the kernel adds the excess of the inputs above 127 from x.
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
-                        const Requant& rq, std::uint8_t* y, std::int64_t ldy);
+                        const Requant& rq, std::uint8_t* y, std::int64_t ldy,
+                        const std::uint8_t* x_narrow = nullptr);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the
 /// output stage fused; OpenMP over row / channel blocks when get_num_threads() > 1 (the result
-/// does not depend on the thread count or the CPU path). Throws if w was packed for another path,
-/// or narrow and an x is above 127 (x_checked_narrow: the caller's all_narrow said it is not).
+/// does not depend on the thread count or the CPU path). Throws if w was packed for another path.
+/// With narrow weights any x works: the rows are clamped to 127 and the excess added, a pass
+/// that x_checked_narrow (the caller's all_narrow said every x is in [0, 127]) skips.
 void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
                       const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy,
                       bool x_checked_narrow = false);
 
 /// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w)), x uint8 with zero point zx,
-/// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call, narrow when every
-/// x is in [0, 127] (layers pack once: pack_weights + gemm_u8s8_packed).
+/// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call, narrow when
+/// quads_pay for x (layers pack once: pack_weights + gemm_u8s8_packed).
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,
                  const std::int8_t* w, const std::int32_t* w_sums, std::int64_t O, const Requant& rq,
                  std::uint8_t* y);

@@ -292,14 +292,16 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
-  // a 7-bit input: int8 quads through vpmaddubsw where that is faster
-  const bool narrow = int8::narrow_is_faster() && int8::all_narrow(x.data<std::uint8_t>(), x.numel());
+  // inputs in [0, 127] but for a few: int8 quads through vpmaddubsw, plus the excess of those
+  // few, where that is faster
+  const std::int64_t above = int8::count_wide(x.data<std::uint8_t>(), x.numel());
+  const bool narrow = int8::quads_pay(above, x.numel());
   const Prepared& st = prepared(1, KOrder::Stored, 1, narrow);
   Shape os = x.shape();
   os[os.rank() - 1] = O;
   Tensor y = Tensor::empty(os, DType::UInt8);
   int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                         st.packed[0], st.requant, y.data<std::uint8_t>(), O, narrow);
+                         st.packed[0], st.requant, y.data<std::uint8_t>(), O, above == 0);
   y.set_quant_info(output_quant());
   return y;
 }
@@ -344,9 +346,13 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int32_t zx = input_quant().zero_point;
   const std::uint8_t* px = x.data<std::uint8_t>();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
-  // a 7-bit input (and border, the input zero point): int8 quads through vpmaddubsw where that
-  // is faster
-  const bool narrow = int8::narrow_is_faster() && zx <= 127 && int8::all_narrow(px, x.numel());
+  // an input (and border, the input zero point) in [0, 127] but for a few: int8 quads through
+  // vpmaddubsw where that is faster, read from a copy clamped to 127 (xnarrow) when some are
+  // above, whose excess the GEMM adds from the image itself
+  // (a border zero point above 127 counts as if every input were)
+  const std::int64_t above = int8::count_wide(px, x.numel()) + (zx > 127 ? x.numel() : 0);
+  const bool narrow = int8::quads_pay(above, x.numel(), int8::kQuadsPayConv),
+             clamp = narrow && above > 0;
   // Tall windows: each kernel row's run is padded to whole K steps, which wastes multiplies when
   // kw C is short (conv1: 5 of 8 bytes). Laying each output row's kh input rows side by side,
   // xt (n, oh, w, (r, c)) = xp (n, oh sh + r, w, c), turns the window into one run of kw kh C
@@ -369,7 +375,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
       std::clamp<std::int64_t>((std::int64_t{1} << 18) / (aimg * eb + P * O), 1, N);
   // The calling thread's buffers, kept between forwards (no allocation in steady state).
   struct Scratch {
-    std::vector<std::uint8_t> xpad, xtall, yt;
+    std::vector<std::uint8_t> xpad, xtall, yt, xnarrow;
     std::vector<std::uint16_t> xwide;
     std::vector<std::int64_t> row_off, piece_off;
   };
@@ -379,6 +385,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   auto& xtall = sc.xtall;
   auto& yt = sc.yt;
   auto& xwide = sc.xwide;
+  auto& xnarrow = sc.xnarrow;
   auto& row_off = sc.row_off;
   auto& piece_off = sc.piece_off;
   // + 64: the implicit GEMM reads a few elements past a run; zx fills the borders (the
@@ -387,6 +394,10 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   xtall.resize(tall ? chunk * timg + 64 : 0);
   yt.resize(out_nhwc_ ? 0 : chunk * P * O);
   xwide.resize(eb == 2 ? chunk * aimg + 32 : 0);
+  xnarrow.resize(clamp ? chunk * aimg + 64 : 0);
+  const auto clamp127 = [](const std::uint8_t* from, std::int64_t n, std::uint8_t* to) {
+    for (std::int64_t j = 0; j < n; ++j) to[j] = std::min<std::uint8_t>(from[j], 127);
+  };
   const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
   row_off.resize(chunk * P);
@@ -432,16 +443,19 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
             }
         }
         if (eb == 2) int8::kernels::widen_u8_u16(a8 + i * aimg, aimg, xwide.data() + i * aimg);
+        if (clamp) clamp127(a8 + i * aimg, aimg, xnarrow.data() + i * aimg);
       }
     });
     if (eb == 2) int8::kernels::widen_u8_u16(a8 + nc * aimg, 32, xwide.data() + nc * aimg);
+    if (clamp) clamp127(a8 + nc * aimg, 64, xnarrow.data() + nc * aimg);
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
     for (std::int64_t g = 0; g < G; ++g) {
       int8::Requant rq = st.requant;
       rq.scale = st.scales.data() + g * Og;
       rq.bias = st.bias.data() + g * Og;
       int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
-                               st.packed[g], rq, yc + g * Og, O);
+                               st.packed[g], rq, yc + g * Og, O,
+                               clamp ? xnarrow.data() + g * Cg : nullptr);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

@@ -203,28 +203,77 @@ BOOST_AUTO_TEST_CASE(narrow_inputs_match_reference_on_every_path) {
       }
 }
 
-// A narrow packing that relies on it (AVX2, AVX-512: vpmaddubsw would saturate) refuses an
-// input above 127, naming the element; where quads are exact for any input (VNNI, generic) the
-// packing does not rely on it and the result is the reference's.
-BOOST_AUTO_TEST_CASE(narrow_packing_refuses_wide_input) {
-  Problem p = make(3, 40, 5, 0, 0, false, 8);
-  for (auto& v : p.x) v = static_cast<std::uint8_t>(v / 2);
-  p.x[1 * 40 + 17] = 128;
-  BOOST_TEST(!int8::all_narrow(p.x.data(), 120));
-  BOOST_TEST(int8::all_narrow(p.x.data(), 57));
-  const U8 want = reference(p);
+// A narrow packing reads any input: where it relies on [0, 127] (AVX2, AVX-512: vpmaddubsw
+// would saturate) the kernel multiplies min(x, 127) and adds the excess of the quads with a byte
+// above 127; elsewhere (VNNI, generic) quads are exact as they are. Bit for bit with the
+// reference at every density of such bytes, from one to all, on odd sizes (K % 4 != 0: a
+// partial last quad), with the extremes: x 255 against w -128 gives an excess pair sum of
+// exactly -32768, and x 255 against w 127 the largest positive one.
+BOOST_AUTO_TEST_CASE(narrow_packing_adds_the_excess_of_wide_inputs) {
+  const std::int64_t sizes[][3] = {{1, 1, 1},     {3, 3, 3},  {17, 31, 33}, {33, 17, 31}, {25, 784, 69},
+                                   {7, 1568, 10}, {9, 5, 32}, {2, 401, 47}, {30, 64, 16}};
+  std::uint32_t seed = 900;
+  std::mt19937 gen(77);
+  for (const auto& s : sizes)
+    for (const double density : {0.0, 0.001, 0.02, 0.3, 1.0})
+      for (int kind = 0; kind < 4; ++kind) {
+        const std::int32_t zx = static_cast<std::int32_t>(seed % 3) * 100;
+        const bool relu = (seed % 2) == 0;
+        Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
+        std::bernoulli_distribution wide(density);
+        for (auto& v : p.x) {
+          const int lo = wide(gen) ? 128 : 0;
+          v = static_cast<std::uint8_t>(kind == 2 ? (v ? lo + 127 : lo) : lo + v / 2);
+        }
+        if (density == 0.0) p.x[p.x.size() / 2] = 128;  // just one, of the smallest excess
+        const U8 want = reference(p);
+        for_each_isa([&](cpu::Isa isa) {
+          BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " density " << density
+                                  << " kind " << kind << " path " << cpu::isa_name(isa)) {
+            const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
+            BOOST_TEST(w.narrow == (isa == cpu::Isa::AVX2 || isa == cpu::Isa::AVX512));
+            for (int t : {1, 2}) {
+              const int threads = get_num_threads();
+              set_num_threads(t);
+              U8 got(p.N * p.O);
+              int8::gemm_u8s8_packed(p.x.data(), p.N, p.K, zx, w, p.rq, got.data(), p.O);
+              set_num_threads(threads);
+              BOOST_TEST(mismatches(got, want) == 0, "threads " << t);
+            }
+            U8 auto_got(p.N * p.O);  // linear_u8s8 picks pairs or quads for this x by itself
+            int8::linear_u8s8(p.x.data(), p.N, p.K, zx, p.w.data(), p.sums.data(), p.O, p.rq,
+                              auto_got.data());
+            BOOST_TEST(mismatches(auto_got, want) == 0);
+          }
+        });
+      }
+}
+
+// The choice between quads with the excess and pairs: counted bytes above 127, quads while they
+// are at most 1 / ratio of the input, on the paths where quads are faster at all; the policy
+// forces either.
+BOOST_AUTO_TEST_CASE(quads_pay_while_wide_inputs_are_rare) {
+  U8 x(1000, 5);
+  BOOST_TEST(int8::count_wide(x.data(), 1000) == 0);
+  x[3] = 128, x[999] = 255, x[500] = 127;
+  BOOST_TEST(int8::count_wide(x.data(), 1000) == 2);
+  BOOST_TEST(int8::count_wide(x.data() + 1, 998) == 1);  // (the 16-byte loop and its tail)
+  BOOST_TEST(!int8::all_narrow(x.data(), 1000));
+  BOOST_TEST(int8::all_narrow(x.data(), 3));
+  const std::int64_t n = 100 * int8::kQuadsPayGemm, nc = 100 * int8::kQuadsPayConv;
   for_each_isa([&](cpu::Isa isa) {
-    const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
-    BOOST_TEST(w.narrow == (isa == cpu::Isa::AVX2 || isa == cpu::Isa::AVX512));
-    U8 y(3 * 5);
-    try {
-      int8::gemm_u8s8_packed(p.x.data(), 3, 40, 0, w, p.rq, y.data(), 5);
-      BOOST_TEST(!w.narrow, "no error");
-      BOOST_TEST(mismatches(y, want) == 0);
-    } catch (const Error& e) {
-      BOOST_TEST(w.narrow);
-      BOOST_TEST(std::string(e.what()).find("x[1, 17] = 128") != std::string::npos, e.what());
-    }
+    const bool faster = isa == cpu::Isa::AVX2 || isa == cpu::Isa::AVX512;
+    BOOST_TEST(int8::narrow_is_faster() == faster);
+    BOOST_TEST(int8::quads_pay(0, n) == faster);
+    BOOST_TEST(int8::quads_pay(100, n) == faster);
+    BOOST_TEST(!int8::quads_pay(101, n));
+    BOOST_TEST(int8::quads_pay(100, nc, int8::kQuadsPayConv) == faster);
+    BOOST_TEST(!int8::quads_pay(101, nc, int8::kQuadsPayConv));
+    int8::set_quads_policy(int8::QuadsPolicy::Always);
+    BOOST_TEST(int8::quads_pay(n, n) == faster);
+    int8::set_quads_policy(int8::QuadsPolicy::Never);
+    BOOST_TEST(!int8::quads_pay(0, n));
+    int8::set_quads_policy(int8::QuadsPolicy::Auto);
   });
 }
 
@@ -347,22 +396,35 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       return y;
     };
     // rounds 0, 1: inputs in [0, 255]; 2: in [0, 127] (narrow, int8 quads on every path);
-    // 3: 0 or 127 only
-    for (int round = 0; round < 4; ++round) {
+    // 3: 0 or 127 only; 4: in [0, 127] but for 1% in [128, 255] (narrow with the excess added,
+    // when the zero point is in [0, 127]), 5: the same with those at 255
+    for (int round = 0; round < 6; ++round) {
       for (std::int64_t i = 0; i < x.numel(); ++i)
         x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(
             round == 3 ? 127 * std::uniform_int_distribution<int>(0, 1)(gen)
-                       : std::uniform_int_distribution<int>(0, round == 2 ? 127 : 255)(gen));
+                       : std::uniform_int_distribution<int>(0, round >= 2 ? 127 : 255)(gen));
+      if (round >= 4)
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+          if (std::bernoulli_distribution(0.01)(gen))
+            x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(
+                round == 5 ? 255 : std::uniform_int_distribution<int>(128, 255)(gen));
       const U8 want = reference_conv();
       const int threads = get_num_threads();
       for_each_isa([&](cpu::Isa) {
-        for (int t : {1, 3}) {
+        // Always: quads with the excess for every input (dense, and a border zero point above
+        // 127) where pairs would be chosen; Never: pairs
+        for (const auto& [t, policy] : {std::pair{1, int8::QuadsPolicy::Auto},
+                                        {3, int8::QuadsPolicy::Auto},
+                                        {1, int8::QuadsPolicy::Always},
+                                        {3, int8::QuadsPolicy::Always},
+                                        {1, int8::QuadsPolicy::Never}}) {
+          int8::set_quads_policy(policy);
           set_num_threads(t);
           const Tensor y = layer.forward(x);
           const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
-          BOOST_TEST(mismatches(got, want) == 0, "conv C " << cs.C << " O " << cs.O << " groups "
-                                                           << cs.groups << " round " << round
-                                                           << " threads " << t);
+          BOOST_TEST(mismatches(got, want) == 0,
+                     "conv C " << cs.C << " O " << cs.O << " groups " << cs.groups << " round " << round
+                               << " threads " << t << " policy " << static_cast<int>(policy));
           // channels-last input and / or output (convert's layouts): the same bytes
           const Tensor xl = relayout(x, x.shape(), true);
           for (const auto& [li, lo] : {std::pair{true, false}, {false, true}, {true, true}}) {
@@ -374,6 +436,7 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
             BOOST_TEST(mismatches(gl, want) == 0, "conv C " << cs.C << " layout " << li << lo);
           }
         }
+        int8::set_quads_policy(int8::QuadsPolicy::Auto);
       });
       set_num_threads(threads);
       // as a checkpoint load does: new values into the same buffer (-w - 1: the full range kept)

@@ -36,9 +36,9 @@ constexpr PackFormat kNative = PackFormat::Pairs;
 int PackFormatImpl(bool narrow) { return static_cast<int>(narrow ? PackFormat::Quads : kNative); }
 
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
-// of 4 bytes per row (quads: 4 x u8; pairs: 2 x u16 widened), K padded with zeros, and zero rows
-// up to rows_pad.
-template <PackFormat kFormat>
+// of 4 bytes per row (quads: 4 x u8, min(x, 127) with kClamp; pairs: 2 x u16 widened), K padded
+// with zeros, and zero rows up to rows_pad.
+template <PackFormat kFormat, bool kClamp = false>
 HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, std::int64_t rows_pad,
                           std::uint8_t* __restrict s) {
   const std::int64_t stride = g.steps * 4;
@@ -47,7 +47,7 @@ HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, 
     const std::uint8_t* __restrict src = g.x + (r + i) * g.ldx;
     const std::int64_t k = i < rows ? g.K : 0;
     if constexpr (kFormat == PackFormat::Quads) {
-      for (std::int64_t j = 0; j < k; ++j) dst[j] = src[j];
+      for (std::int64_t j = 0; j < k; ++j) dst[j] = kClamp && src[j] > 127 ? 127 : src[j];
       for (std::int64_t j = k; j < stride; ++j) dst[j] = 0;
     } else {
       std::uint16_t* __restrict d16 = reinterpret_cast<std::uint16_t*>(dst);
@@ -189,11 +189,12 @@ HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
 constexpr std::int64_t kLanes = kBlock / kVecs;
 
 // One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
-// quads of inputs in [0, 127] on a target whose native format is pairs.
-template <int NB, std::int64_t MR, bool kNarrow>
+// quads of inputs in [0, 127] on a target whose native format is pairs; kExcess: then the
+// excess quads of row i, ex[i][0..nex[i]).
+template <int NB, std::int64_t MR, bool kNarrow, bool kExcess>
 HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
                      std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
-                     std::int64_t rows_valid) {
+                     std::int64_t rows_valid, const Excess* const* ex, const std::int64_t* nex) {
   constexpr int V = NB * kVecs;
   const Vec ones = ones16();
   Vec acc[MR][V];
@@ -201,7 +202,8 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
     const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
     for (int i = 0; i < MR; ++i) acc[i][v] = init;
   }
-  const std::uint8_t* __restrict w = g.w + b * g.steps * kStepBytes;
+  const std::uint8_t* const w0 = g.w + b * g.steps * kStepBytes;
+  const std::uint8_t* __restrict w = w0;
   const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
   for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
     const std::int64_t off = poff[p];
@@ -219,6 +221,18 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
           acc[i][v] = kNarrow ? dot7(acc[i][v], av, bv[v], ones) : dot(acc[i][v], av, bv[v]);
       }
     }
+  }
+  if constexpr (kExcess) {  // + e . w for each quad with a byte above 127 (int8_gemm.h)
+#pragma GCC unroll 8
+    for (std::int64_t i = 0; i < MR; ++i)
+      for (std::int64_t e = 0; e < nex[i]; ++e) {
+        const Vec av = set32(static_cast<std::int32_t>(ex[i][e].quad));
+        const std::uint8_t* ws = w0 + ex[i][e].step * kStepBytes;
+        for (int j = 0; j < NB; ++j)
+          for (int u = 0; u < kVecs; ++u)
+            acc[i][j * kVecs + u] =
+                dot7(acc[i][j * kVecs + u], av, load(ws + j * wstride + u * (kStepBytes / kVecs)), ones);
+      }
   }
   // output stage
   for (int j = 0; j < NB; ++j) {
@@ -240,10 +254,11 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   }
 }
 
-template <PackFormat kFormat>
+template <PackFormat kFormat, bool kExcess>
 void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                void* scratch) {
   constexpr bool kNarrow = kFormat != kNative;
+  static_assert(kNarrow || !kExcess);
   constexpr std::int64_t MR = kNarrow ? kMR7 : kMR;
   static_assert(kRowBlock % MR == 0);
   auto* s = static_cast<std::uint8_t*>(scratch);
@@ -251,24 +266,36 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
   const std::int64_t zero = 0;
   const std::int64_t* poff = g.row_off ? g.piece_off : &zero;
   const std::int64_t pieces = g.row_off ? g.pieces : 1, psteps = g.row_off ? g.piece_steps : g.steps;
+  // implicit: A from the clamped copy with kExcess
+  const std::uint8_t* const xa = kExcess && g.row_off ? g.x_narrow : g.x;
   const std::uint8_t* ap[kRowBlock];
+  const Excess* ex[kRowBlock];
+  std::int64_t nex[kRowBlock] = {};
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
     if (g.row_off) {  // rows past the end repeat the last one (their outputs are not stored)
-      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = g.x + g.row_off[r + (i < rows ? i : rows - 1)];
+      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = xa + g.row_off[r + (i < rows ? i : rows - 1)];
     } else {
-      fill_rows<kFormat>(g, r, rows, rows_pad, s);
+      fill_rows<kFormat, kExcess>(g, r, rows, rows_pad, s);
       for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
+    }
+    if constexpr (kExcess) {
+      for (std::int64_t i = 0; i < rows_pad; ++i) {
+        ex[i] = g.ex + (i < rows ? g.ex_row[r + i] : 0);
+        nex[i] = i < rows ? g.ex_row[r + i + 1] - g.ex_row[r + i] : 0;
+      }
     }
     // a tile's rows stay in L1 while the weight blocks stream past them
     for (std::int64_t t = 0; t < rows_pad; t += MR) {
       const std::int64_t valid = rows - t < MR ? rows - t : MR;
       for (std::int64_t b = b0; b < b1; b += kNB) {
         if (b + kNB <= b1)
-          tile<kNB, MR, kNarrow>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
+          tile<kNB, MR, kNarrow, kExcess>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
+                                          nex + t);
         else
-          tile<1, MR, kNarrow>(g, ap + t, poff, pieces, psteps, b, r + t, valid);
+          tile<1, MR, kNarrow, kExcess>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
+                                        nex + t);
       }
     }
   }
@@ -277,9 +304,12 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
 void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                    void* scratch) {
   if constexpr (kNative == PackFormat::Pairs) {
-    if (g.format == PackFormat::Quads) return gemm_rows<PackFormat::Quads>(g, r0, r1, b0, b1, scratch);
+    if (g.format == PackFormat::Quads) {
+      if (g.ex_row) return gemm_rows<PackFormat::Quads, true>(g, r0, r1, b0, b1, scratch);
+      return gemm_rows<PackFormat::Quads, false>(g, r0, r1, b0, b1, scratch);
+    }
   }
-  gemm_rows<kNative>(g, r0, r1, b0, b1, scratch);
+  gemm_rows<kNative, false>(g, r0, r1, b0, b1, scratch);
 }
 #endif
 

@@ -12,6 +12,12 @@
 // every path: AVX2 / AVX512 multiply them with vpmaddubsw, exact since 2 * 127 * 128 = 32512 <=
 // 32767, then sum the int16 pairs with vpmaddwd by ones: 3 instructions per 32 (AVX2) products
 // against 4 for the pairs, and half the activation bytes.
+// Inputs with a few bytes above 127 (ReLU activations of a trained model: 0.1-0.2% of them) take
+// the same quads with excess correction: a = min(a, 127) + e, e = max(a - 127, 0) in [0, 128];
+// the kernel multiplies min(a, 127) as above, then adds e . w for each quad of a row that has a
+// byte above 127, again through vpmaddubsw: |e0 w0 + e1 w1| <= 2 * 128 * 128 = 32768, and the
+// only sum of that size is -32768 (e = 128, w = -128), which int16 holds. Exact for any input;
+// faster than the pairs while such quads are rare (int8::quads_pay decides).
 #include <cstdint>
 
 #include "modules/quant/int8_kernels.h"
@@ -48,9 +54,23 @@ struct GemmArgs {
   const std::int64_t* row_off = nullptr;
   const std::int64_t* piece_off = nullptr;
   std::int64_t pieces = 1, piece_steps = 0;
-  /// The packing of w (and of the activations read): Quads on a Pairs path promises inputs in
-  /// [0, 127] (the caller checked).
+  /// The packing of w (and of the activations read): Quads on a Pairs path reads inputs in
+  /// [0, 127], or any input with `excess`.
   PackFormat format = PackFormat::Pairs;
+  /// Quads on a Pairs path for inputs that may exceed 127 (see above): the tile multiplies
+  /// min(a, 127), then adds row m's excess quads ex[ex_row[m] .. ex_row[m + 1]). Rows of x are
+  /// clamped as they are copied; an implicit GEMM reads A from x_narrow = min(x, 127) (same
+  /// offsets). Null ex_row: no excess (inputs in [0, 127]).
+  const std::int64_t* ex_row = nullptr;
+  const struct Excess* ex = nullptr;
+  const std::uint8_t* x_narrow = nullptr;
+};
+
+/// What a byte above 127 adds to a row: the step of the row that reads it and a quad of excess
+/// bytes (max(a - 127, 0) at the byte's place in the step, zeros elsewhere).
+struct Excess {
+  std::int32_t step;
+  std::uint32_t quad;
 };
 
 /// Rows per scratch block (a multiple of every micro-kernel's row count).
