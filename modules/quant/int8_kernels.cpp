@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -248,17 +249,18 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
   at.clear();
   find_wide(x + lo, hi - lo, at);
   const std::int64_t base = row_off[0], span = row_off[M - 1] - base + 1;
-  const std::int64_t G = std::max<std::int64_t>(1, span / (2 * M));
+  // G = 2^g bytes, about half the mean distance of the rows
+  const int g = std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(1, span / (2 * M)))) - 1;
   std::vector<std::int64_t>& table = lists.table;  // table[b]: first m, row_off[m] >= base + b G
-  table.resize((span - 1) / G + 1);
+  table.resize(((span - 1) >> g) + 1);
   for (std::int64_t b = 0, m = 0; b < static_cast<std::int64_t>(table.size()); ++b) {
-    while (row_off[m] < base + b * G) ++m;  // (base + b G <= base + span - 1 = row_off[M - 1])
+    while (row_off[m] < base + (b << g)) ++m;  // (base + b G <= base + span - 1 = row_off[M - 1])
     table[b] = m;
   }
   auto upper = [&](std::int64_t v) {
     if (v < base) return std::int64_t{0};
     if (v >= row_off[M - 1]) return M;
-    std::int64_t m = table[(v - base) / G];
+    std::int64_t m = table[(v - base) >> g];
     while (row_off[m] <= v) ++m;
     return m;
   };
