@@ -2,17 +2,24 @@
 // and the best path this CPU has:
 //   (a) the int8 linear kernel (packed weights, fused requantization) vs our float GEMM on the
 //       same shape (the MLP's layers, batch 64);
+//   (a3) quads plus the excess vs int16 pairs (AVX2 / AVX-512 without VNNI) for inputs with a
+//       fraction above 127: a linear layer and the CNN's conv2, where int8::quads_pay's
+//       thresholds come from;
 //   (a2) the dynamic int8 linear (DynamicQuantizedLinear: int4 weights in groups of 32, per-row
 //       activation quantization on the fly, float out) vs our float GEMM on the same shape;
-//   (b) the converted int8 MLP / CNN / CNN-BN (prepare_qat, a few SGD steps on random data,
-//       convert) vs our fp32 model's inference on the same batch;
+//   (b) the converted int8 MLP / CNN / CNN-BN (prepare_qat, 600 SGD steps on Fashion-MNIST's
+//       training images, convert; timed on its test images; uniform noise for both when the
+//       dataset is not installed) vs our fp32 model's inference on the same batch;
 //   (c) PyTorch's quantized engine on the same architectures and batch (bench/torch_int8.py,
 //       run as a subprocess; "skipped" when python3 or torch is missing).
 //   build/bench/bench_int8 [--no-torch] [--only MODEL] [--layers] [--rows]
 //   (--only: mlp, mlp-7bit, cnn, cnn-7bit or cnn-bn, skips (a); -7bit: the int8_fbgemm qconfig,
-//   activations in [0, 127]; --layers: the int8 model's time per layer;
+//   activations in [0, 127]; --layers: the int8 model's time per layer, and the share of each
+//   int8 layer's input codes above 127;
 //   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
 //     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
+//     ROW int8_linear_relu <X>x_faster (...)  the same, 0.3% of the inputs above 127 (a trained ReLU
+//         layer's share: quads plus the excess on AVX2 / AVX-512)
 //     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
@@ -262,6 +269,12 @@ int print_rows(bool torch) {
     std::printf("ROW %s %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n",
                 narrow ? "int8_linear_7bit" : "int8_linear", l32 / l8, cpu::isa_name(cpu::isa()),
                 l8 * 1e6, l32 * 1e6);
+  }
+  {  // 0.3% of the inputs above 127, as a trained model's ReLU layers (quads plus the excess)
+    const auto [l8, l32] = time_linear(64, 784, 256, true, 0.003);
+    std::printf("ROW int8_linear_relu %.2fx_faster (%s 64x784.256, 0.3%% above 127: int8 %.1fus vs f32 "
+                "gemm %.1fus)\n",
+                l32 / l8, cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
   }
   const auto [dk, dl, d32] = time_dynamic_linear(64, 768, 256);
   std::printf(
