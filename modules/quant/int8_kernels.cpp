@@ -4,8 +4,11 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
+#include <string_view>
 #include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -123,11 +126,32 @@ std::int64_t count_wide(const std::uint8_t* x, std::int64_t n) {
   return above;
 }
 
-namespace {
-std::atomic<QuadsPolicy> g_quads_policy{QuadsPolicy::Auto};
+QuadsPolicy parse_quads_policy(std::string_view s) {
+  if (s == "auto") return QuadsPolicy::Auto;
+  if (s == "always") return QuadsPolicy::Always;
+  if (s == "never") return QuadsPolicy::Never;
+  QAT_REQUIRE(false, "int8::parse_quads_policy", "expected auto, always or never, got \"", s, "\"");
+  return QuadsPolicy::Auto;
 }
-void set_quads_policy(QuadsPolicy p) { g_quads_policy = p; }
-QuadsPolicy quads_policy() { return g_quads_policy; }
+
+namespace {
+// QAT_INT8_QUADS at first use (an invalid value is reported and ignored, as QAT_CPU's)
+std::atomic<QuadsPolicy>& policy() {
+  static std::atomic<QuadsPolicy> p{[] {
+    const char* env = std::getenv("QAT_INT8_QUADS");
+    if (env == nullptr || *env == '\0') return QuadsPolicy::Auto;
+    try {
+      return parse_quads_policy(env);
+    } catch (const Error& e) {
+      std::cerr << "qat: ignoring QAT_INT8_QUADS: " << e.what() << "\n";
+      return QuadsPolicy::Auto;
+    }
+  }()};
+  return p;
+}
+}  // namespace
+void set_quads_policy(QuadsPolicy p) { policy() = p; }
+QuadsPolicy quads_policy() { return policy(); }
 
 bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio) {
   if (!narrow_is_faster()) return false;

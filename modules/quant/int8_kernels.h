@@ -6,6 +6,7 @@
 // fixed-point multiplier of Jacob et al. / TFLite is kept for integer-only requantization.
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace qat::quant::int8 {
@@ -85,11 +86,14 @@ bool narrow_is_faster();
 /// one more entry of the excess lists).
 constexpr std::int64_t kQuadsPayGemm = 32, kQuadsPayConv = 100;
 /// Which packing the int8 layers take on the paths where quads are faster (narrow_is_faster):
-/// Auto by quads_pay; Always quads (plus the excess); Never int16 pairs. Process-wide; for
-/// measurements and tests (bench_int8 (a3)).
+/// Auto by quads_pay; Always quads (plus the excess); Never int16 pairs. Process-wide, from
+/// QAT_INT8_QUADS=auto|always|never at first use (results are the same bits either way; for
+/// measurements and tests: bench_int8 (a3)).
 enum class QuadsPolicy { Auto, Always, Never };
 void set_quads_policy(QuadsPolicy p);
 QuadsPolicy quads_policy();
+/// "auto", "always" or "never"; throws for anything else.
+QuadsPolicy parse_quads_policy(std::string_view s);
 /// Whether to pack narrow for an input of n bytes, `above` of them above 127: narrow_is_faster()
 /// and, under QuadsPolicy::Auto, above <= n / ratio.
 bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio = kQuadsPayGemm);

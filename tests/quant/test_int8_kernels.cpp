@@ -275,6 +275,16 @@ BOOST_AUTO_TEST_CASE(quads_pay_while_wide_inputs_are_rare) {
     BOOST_TEST(!int8::quads_pay(0, n));
     int8::set_quads_policy(int8::QuadsPolicy::Auto);
   });
+  BOOST_TEST((int8::parse_quads_policy("never") == int8::QuadsPolicy::Never));
+  BOOST_TEST((int8::parse_quads_policy("always") == int8::QuadsPolicy::Always));
+  BOOST_TEST((int8::parse_quads_policy("auto") == int8::QuadsPolicy::Auto));
+  try {
+    int8::parse_quads_policy("sometimes");
+    BOOST_TEST(false, "no error");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("int8::parse_quads_policy") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("\"sometimes\"") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
