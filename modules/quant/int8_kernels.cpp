@@ -233,10 +233,10 @@ kernels::Excess excess_at(std::int64_t d, std::uint8_t a) {
   return {static_cast<std::int32_t>(d / 4), static_cast<std::uint32_t>(a - 127) << (8 * (d % 4))};
 }
 
-// Row m's entries are ex[row[m] .. row[m + 1]) (at, table: scratch of the search). Kept per
+// Row m's entries are ex[row[m] .. row[m + 1]) (at, table, next: scratch of the search). Kept per
 // thread between calls (no allocation in steady state).
 struct ExcessLists {
-  std::vector<std::int64_t> row, at, table;
+  std::vector<std::int64_t> row, at, table, next;
   std::vector<kernels::Excess> ex;
 };
 
@@ -291,7 +291,7 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
   // two sweeps: count each row's entries, then place them
   ExcessLists& l = lists;
   l.row.assign(M + 1, 0);
-  std::vector<std::int64_t> next;
+  std::vector<std::int64_t>& next = lists.next;
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) {
       for (std::int64_t m = 0; m < M; ++m) l.row[m + 1] += l.row[m];
