@@ -1,6 +1,7 @@
 #pragma once
 // Internal: GEMM. float32 runs the library's own kernel on the AVX2 and AVX-512 paths
 // (tensor/sgemm.h), else the system CBLAS (OpenBLAS, loaded at first use); float64 always BLAS.
+// The system BLAS runs on one thread over fixed row blocks, so its bits do not depend on threads.
 #include <cstdint>
 #include <string>
 
@@ -35,6 +36,5 @@ void blas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::
 
 /// Which BLAS library and kernel set is in use, e.g. "libopenblas.so.0 (SkylakeX)".
 std::string blas_info();
-void blas_set_num_threads(int n);
 
 }  // namespace qat::detail

@@ -7,7 +7,6 @@
 #include <omp.h>
 #endif
 
-#include "framework/tensor/blas.h"
 #include "framework/tensor/error.h"
 
 namespace qat {
@@ -30,7 +29,7 @@ int& threads() {
 #ifdef _OPENMP
     omp_set_num_threads(d);
 #endif
-    return d;  // BLAS reads get_num_threads() when it loads
+    return d;
   }();
   return n;
 }
@@ -46,7 +45,6 @@ void set_num_threads(int n) {
 #ifdef _OPENMP
   omp_set_num_threads(n);
 #endif
-  detail::blas_set_num_threads(n);
 }
 
 int get_num_threads() { return threads(); }
