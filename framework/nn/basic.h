@@ -50,6 +50,7 @@ class MaxPool2d : public Module {
   Tensor forward(const Tensor& x) override { return max_pool2d(x, params_); }
   std::string extra_repr() const override;
   const Pool2dParams& params() const { return params_; }
+  const Pool2dParams* max_pool_params() const override { return &params_; }
 
  private:
   Pool2dParams params_;

@@ -243,6 +243,8 @@ void Module::train(bool on) {
 
 void Module::check_state(const StateView&, std::vector<std::string>&) const {}
 
+Tensor Module::forward_max_pooled(const Tensor&, const Pool2dParams&) { return Tensor(); }
+
 // The view holds handles: built once, it sees every in-place change of the tensors.
 void Module::check_current_state(std::vector<std::string>& problems) const {
   if (!own_state_valid_) {

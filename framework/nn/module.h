@@ -9,6 +9,10 @@
 
 #include "framework/tensor/tensor.h"
 
+namespace qat {
+struct Pool2dParams;
+}
+
 namespace qat::nn {
 
 class Module;
@@ -134,6 +138,14 @@ class Module {
   /// Whether graph capture treats a call as one step (true for a module without children;
   /// QAT layers and quantizers, whose children are their own internals, override it).
   virtual bool is_atomic() const { return children_.empty(); }
+
+  // ---- fusion ----------------------------------------------------------------------------
+  /// max_pool2d(forward(x), pool) in one pass where this module has such a path, else an
+  /// undefined Tensor (the default). Sequential calls it for a child followed by a max pool
+  /// (only Identity children between) when no hook or graph capture watches them.
+  virtual Tensor forward_max_pooled(const Tensor& x, const Pool2dParams& pool);
+  /// A max-pool layer's pooling (MaxPool2d, QuantizedMaxPool2d); nullptr for any other layer.
+  virtual const Pool2dParams* max_pool_params() const { return nullptr; }
 
   // ---- modes and helpers -----------------------------------------------------------------
   /// Sets training mode on this module and all descendants.

@@ -13,6 +13,19 @@ const MaxPool2d* relu_then_pool(const Module& a, const Module& b) {
   if (a.has_hooks() || b.has_hooks() || CallObserverGuard::current() != nullptr) return nullptr;
   return static_cast<const MaxPool2d*>(&b);
 }
+
+// children[i], then only Identity children, then a max pool, none watched: the pool's index
+// (0: no such pool)
+std::size_t pool_after(const NamedModules& children, std::size_t i) {
+  if (children[i].second->has_hooks() || CallObserverGuard::current() != nullptr) return 0;
+  for (std::size_t j = i + 1; j < children.size(); ++j) {
+    const Module& m = *children[j].second;
+    if (m.has_hooks()) return 0;
+    if (m.max_pool_params() != nullptr) return j;
+    if (typeid(m) != typeid(Identity)) return 0;
+  }
+  return 0;
+}
 }  // namespace
 
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Sequential() {
@@ -43,6 +56,14 @@ Tensor Sequential::forward(const Tensor& x) {
         ++i;
         continue;
       }
+    if (const std::size_t j = pool_after(children, i)) {
+      Tensor pooled = children[i].second->forward_max_pooled(h, *children[j].second->max_pool_params());
+      if (pooled.defined()) {
+        h = pooled;
+        i = j;
+        continue;
+      }
+    }
     h = (*children[i].second)(h);
   }
   return h;

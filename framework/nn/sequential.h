@@ -7,7 +7,9 @@ namespace qat::nn {
 
 /// Applies its children in order; children are named "0", "1", ... unless named explicitly.
 /// A ReLU followed by a MaxPool2d runs as relu_max_pool2d (one pass, the same values and
-/// gradients), unless a hook or a graph capture watches the calls.
+/// gradients), and a child followed by a max pool (only Identity children between) as the
+/// child's forward_max_pooled where it has one (an int8 convolution), unless a hook or a graph
+/// capture watches the calls.
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

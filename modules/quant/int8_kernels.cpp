@@ -317,15 +317,15 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
 }
 
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
+// pool: the GEMM runs over pool->rows mapped rows (a.M: the convolution's rows, for the excess).
 void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq,
-              bool excess = false) {
+              bool excess = false, const PooledRows* pool = nullptr) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
               " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
               static_cast<int>(pack_format(w.narrow)), w.narrow ? " (narrow)" : "", ": pack them again");
   a.format = static_cast<PackFormat>(w.format);
-  const std::int64_t M = a.M;
-  if (M <= 0) return;
+  if (a.M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
   // per padded channel: acc0 = -zx rowsum(w) (wrapping as the int32 sums do), scale, bias
   std::vector<std::int32_t> acc0(Op, 0);
@@ -352,14 +352,21 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   thread_local ExcessLists lists;
   if (excess) {
     if (a.row_off)
-      implicit_excess(a.x, M, a.row_off, a.piece_off, w.pieces, w.piece_steps, lists);
+      implicit_excess(a.x, a.M, a.row_off, a.piece_off, w.pieces, w.piece_steps, lists);
     else
-      rows_excess(a.x, M, w.K, a.ldx, lists);
+      rows_excess(a.x, a.M, w.K, a.ldx, lists);
     if (!lists.ex.empty()) {  // else every input read is in [0, 127]: plain quads
       a.ex_row = lists.row.data();
       a.ex = lists.ex.data();
     }
   }
+  if (pool) {
+    a.row_map = pool->map;
+    a.pool = true;
+    a.M = pool->rows;
+  }
+  const std::int64_t M = a.M;
+  if (M <= 0) return;
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
   if (threads <= 1) {
@@ -408,7 +415,14 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
-                        const std::uint8_t* x_narrow) {
+                        const std::uint8_t* x_narrow, const PooledRows* pool) {
+  if (pool) {
+    QAT_REQUIRE(pool->rows % kernels::kPoolWindow == 0, "int8::gemm_u8s8_implicit", "pooled rows (",
+                pool->rows, ") must be whole windows of ", kernels::kPoolWindow);
+    QAT_REQUIRE(
+        rq.inv_scale > 0 && std::all_of(rq.scale, rq.scale + w.O, [](float s) { return s >= 0; }),
+        "int8::gemm_u8s8_implicit", "a pooled output stage needs scales >= 0");
+  }
   kernels::GemmArgs a{};
   a.x = x;
   a.x_narrow = x_narrow;
@@ -417,7 +431,7 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
   a.piece_off = piece_off;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, zx, rq, w.narrow && x_narrow != nullptr);
+  run_gemm(a, w, zx, rq, w.narrow && x_narrow != nullptr, pool);
 }
 
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,

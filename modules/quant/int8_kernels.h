@@ -106,10 +106,18 @@ bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio = kQuadsPa
 /// With narrow weights, either every activation read is in [0, 127] (the caller checked:
 /// all_narrow) and x_narrow is null, or x_narrow holds min(x, 127) at the same offsets, row_off
 /// is non-decreasing, and the kernel adds the excess of the inputs above 127 from x.
+/// With `pool`, a 2 x 2 max pool of the output in the same pass: the GEMM visits pool->rows rows
+/// (a multiple of 4), row r being row pool->map[r] of the M above, and each 4 consecutive rows
+/// (one window) give one output row of y, the max of theirs. Needs every rq scale >= 0 (then
+/// requantizing the max of the sums is the max of the requantized sums).
+struct PooledRows {
+  const std::int64_t* map;
+  std::int64_t rows;
+};
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
-                        const std::uint8_t* x_narrow = nullptr);
+                        const std::uint8_t* x_narrow = nullptr, const PooledRows* pool = nullptr);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the

@@ -327,7 +327,18 @@ QuantizedConv2d::QuantizedConv2d(const Tensor& weight_q, const Tensor& weight_sc
 // y^T (P, O) = requant(A . W_g^T - zx rowsum(W_g) + bias), transposed into (O, P) per image
 // (kept as is when convert chose a channels-last output; a channels-last input skips the
 // transpose in).
-Tensor QuantizedConv2d::forward(const Tensor& x) {
+Tensor QuantizedConv2d::forward(const Tensor& x) { return run(x, false); }
+
+// A 2 x 2 max pool with stride 2 and no padding (max_pool2d's floor: an odd last row or column
+// of the convolution's output is dropped) in the GEMM's output stage (int8::PooledRows).
+Tensor QuantizedConv2d::forward_max_pooled(const Tensor& x, const Pool2dParams& pool) {
+  const bool two_by_two = pool.kernel == Pair{2, 2} &&
+                          (pool.stride == Pair{0, 0} || pool.stride == Pair{2, 2}) &&
+                          pool.padding == Pair{0, 0};
+  return two_by_two ? run(x, true) : Tensor();
+}
+
+Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   check_input(x);
   QAT_REQUIRE(x.dim() == 4, type_name(), "expects (N, C, H, W), got ", x.shape());
   const std::int64_t N = x.size(0), C = x.size(in_nhwc_ ? 3 : 1), H = x.size(in_nhwc_ ? 1 : 2),
@@ -342,7 +353,9 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
                      Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
-  const std::int64_t P = Ho * Wo;
+  // output pixels per image: the convolution's, or the pooled ones (Hq, Wq)
+  const std::int64_t Hq = pool ? Ho / 2 : Ho, Wq = pool ? Wo / 2 : Wo, P = Hq * Wq;
+  if (pool && P == 0) return Tensor();  // (max_pool2d refuses such an input)
   const std::int32_t zx = input_quant().zero_point;
   const std::uint8_t* px = x.data<std::uint8_t>();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
@@ -363,7 +376,11 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
       runs && dh == 1 && kh > 1 && kh * C <= 64 && 5 * steps(kh * kw * C) <= 4 * kh * steps(kw * C);
   const std::int64_t pieces = tall ? 1 : runs ? kh : kh * kw;
   const Prepared& st = prepared(G, tall ? KOrder::KwKhC : KOrder::KhKwC, pieces, narrow);
-  Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Ho, Wo, O} : Shape{N, O, Ho, Wo}, DType::UInt8);
+  // pooling before requantizing is exact where the output stage is monotone in the sum
+  if (pool && !(st.requant.inv_scale > 0 &&
+                std::all_of(st.scales.begin(), st.scales.end(), [](float v) { return v >= 0; })))
+    return Tensor();
+  Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Hq, Wq, O} : Shape{N, O, Hq, Wq}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
   const std::int64_t eb = int8::activation_bytes(narrow);
   const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
@@ -377,7 +394,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   struct Scratch {
     std::vector<std::uint8_t> xpad, xtall, yt, xnarrow;
     std::vector<std::uint16_t> xwide;
-    std::vector<std::int64_t> row_off, piece_off;
+    std::vector<std::int64_t> row_off, piece_off, pool_map;
   };
   thread_local Scratch scratch;
   Scratch& sc = scratch;  // captured by the parallel lambdas: this thread's instance
@@ -388,6 +405,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   auto& xnarrow = sc.xnarrow;
   auto& row_off = sc.row_off;
   auto& piece_off = sc.piece_off;
+  auto& pool_map = sc.pool_map;
   // + 64: the implicit GEMM reads a few elements past a run; zx fills the borders (the
   // interiors are overwritten)
   xpad.assign(chunk * img + 64, static_cast<std::uint8_t>(zx));
@@ -400,7 +418,7 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   };
   const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
-  row_off.resize(chunk * P);
+  row_off.resize(chunk * Ho * Wo);
   piece_off.resize(pieces);
   for (std::int64_t i = 0; i < chunk; ++i)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
@@ -410,6 +428,14 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
   for (std::int64_t r = 0; r < (tall ? 1 : kh); ++r)
     for (std::int64_t j = 0; j < (runs ? 1 : kw); ++j)
       piece_off[runs ? r : r * kw + j] = (r * dh * Wp + j * dw) * C * eb;
+  // pooled: the GEMM visits each window's 4 convolution rows in a row
+  pool_map.resize(pool ? chunk * P * int8::kernels::kPoolWindow : 0);
+  for (std::int64_t i = 0, m = 0; pool && i < chunk; ++i)
+    for (std::int64_t qh = 0; qh < Hq; ++qh)
+      for (std::int64_t qw = 0; qw < Wq; ++qw)
+        for (std::int64_t dy = 0; dy < 2; ++dy)
+          for (std::int64_t dx = 0; dx < 2; ++dx)
+            pool_map[m++] = (i * Ho + 2 * qh + dy) * Wo + 2 * qw + dx;
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
@@ -453,9 +479,10 @@ Tensor QuantizedConv2d::forward(const Tensor& x) {
       int8::Requant rq = st.requant;
       rq.scale = st.scales.data() + g * Og;
       rq.bias = st.bias.data() + g * Og;
-      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * P, row_off.data(), piece_off.data(), zx,
+      const int8::PooledRows rows{pool_map.data(), nc * P * int8::kernels::kPoolWindow};
+      int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * Ho * Wo, row_off.data(), piece_off.data(), zx,
                                st.packed[g], rq, yc + g * Og, O,
-                               clamp ? xnarrow.data() + g * Cg : nullptr);
+                               clamp ? xnarrow.data() + g * Cg : nullptr, pool ? &rows : nullptr);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

@@ -104,6 +104,10 @@ class QuantizedConv2d : public QuantizedWeightLayer {
                   QuantInfo input, const ActivationQuant& output, bool fused_relu,
                   const Conv2dParams& params);
   Tensor forward(const Tensor& x) override;
+  /// A following 2 x 2 max pool (stride 2, no padding) in the GEMM's output stage: the max of
+  /// each window's int32 sums, requantized once. The same bytes as the pool of forward(x);
+  /// undefined for other pools (nn::Module::forward_max_pooled).
+  Tensor forward_max_pooled(const Tensor& x, const Pool2dParams& pool) override;
   std::string extra_repr() const override;
   /// Layouts inside the quantized region, chosen by convert (runtime settings, not state):
   /// channels-last input (N, H, W, C) and / or output (N, Ho, Wo, O) instead of NCHW.
@@ -115,6 +119,7 @@ class QuantizedConv2d : public QuantizedWeightLayer {
   bool output_channels_last() const { return out_nhwc_; }
 
  private:
+  Tensor run(const Tensor& x, bool pool);
   Conv2dParams params_;
   bool in_nhwc_ = false, out_nhwc_ = false;
 };
@@ -128,6 +133,7 @@ class QuantizedMaxPool2d : public nn::Module {
   /// Input and output channels-last (N, H, W, C) (set by convert between channels-last convs).
   void set_channels_last(bool on) { nhwc_ = on; }
   bool channels_last() const { return nhwc_; }
+  const Pool2dParams* max_pool_params() const override { return &params_; }
 
  private:
   Pool2dParams params_;

@@ -149,6 +149,53 @@ BOOST_AUTO_TEST_CASE(dropout_module_modes) {
   BOOST_CHECK_THROW(nn::Dropout(1.5), Error);
 }
 
+// Sequential hands a child followed by a max pool (through Identity children) to the child's
+// forward_max_pooled, unless a hook watches; a child without such a path runs as before.
+namespace {
+struct Doubler : nn::Module {
+  int pooled_calls = 0;
+  bool can_pool = true;
+  Doubler() : nn::Module("Doubler") {}
+  Tensor forward(const Tensor& x) override { return mul(x, Tensor::full(Shape{1}, 2.0f, x.dtype())); }
+  Tensor forward_max_pooled(const Tensor& x, const Pool2dParams& p) override {
+    if (!can_pool) return Tensor();
+    ++pooled_calls;
+    return max_pool2d(forward(x), p);
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sequential_fuses_a_max_pool_into_the_child_before_it) {
+  Generator gen(3);
+  const Tensor x = Tensor::uniform(Shape{2, 3, 6, 5}, -1, 1, gen);
+  auto d = std::make_shared<Doubler>();
+  auto id = std::make_shared<nn::Identity>();
+  nn::Sequential seq(
+      nn::NamedModules{{"d", d}, {"id", id}, {"pool", std::make_shared<nn::MaxPool2d>(2)}});
+  const Tensor want = max_pool2d(d->forward(x), Pool2dParams{});
+  Tensor y = seq(x);
+  BOOST_TEST(d->pooled_calls == 1);
+  BOOST_TEST(y.to_vector<float>() == want.to_vector<float>(), tt::per_element());
+  d->can_pool = false;  // no fused path: the three children one by one
+  y = seq(x);
+  BOOST_TEST(d->pooled_calls == 1);
+  BOOST_TEST(y.to_vector<float>() == want.to_vector<float>(), tt::per_element());
+  d->can_pool = true;
+  int seen = 0;  // a hook on the Identity sees its call: no fusion
+  const std::int64_t h =
+      id->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, Tensor&) { ++seen; });
+  y = seq(x);
+  BOOST_TEST(seen == 1);
+  BOOST_TEST(d->pooled_calls == 1);
+  BOOST_TEST(y.to_vector<float>() == want.to_vector<float>(), tt::per_element());
+  id->remove_hook(h);
+  // anything but Identity between them: no fusion
+  nn::Sequential other(nn::NamedModules{
+      {"d", d}, {"relu", std::make_shared<nn::ReLU>()}, {"pool", std::make_shared<nn::MaxPool2d>(2)}});
+  other(x);
+  BOOST_TEST(d->pooled_calls == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 #include "framework/optim/sgd.h"

@@ -419,6 +419,18 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
             x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(
                 round == 5 ? 255 : std::uniform_int_distribution<int>(128, 255)(gen));
       const U8 want = reference_conv();
+      // the 2 x 2 max pool (stride 2, floor) of the reference: forward_max_pooled's bytes
+      const auto [sh, sw] = cs.params.stride;
+      const auto [dh, dw] = cs.params.dilation;
+      const std::int64_t Ho = (cs.H + 2 * cs.params.padding[0] - dh * (kh - 1) - 1) / sh + 1,
+                         Wo = (cs.W + 2 * cs.params.padding[1] - dw * (kw - 1) - 1) / sw + 1;
+      U8 want_pooled;
+      for (std::int64_t pl = 0; pl < cs.N * cs.O; ++pl)
+        for (std::int64_t qh = 0; qh < Ho / 2; ++qh)
+          for (std::int64_t qw = 0; qw < Wo / 2; ++qw) {
+            const std::uint8_t* t = want.data() + (pl * Ho + 2 * qh) * Wo + 2 * qw;
+            want_pooled.push_back(std::max({t[0], t[1], t[Wo], t[Wo + 1]}));
+          }
       const int threads = get_num_threads();
       for_each_isa([&](cpu::Isa) {
         // Always: quads with the excess for every input (dense, and a border zero point above
@@ -435,6 +447,22 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
           BOOST_TEST(mismatches(got, want) == 0,
                      "conv C " << cs.C << " O " << cs.O << " groups " << cs.groups << " round " << round
                                << " threads " << t << " policy " << static_cast<int>(policy));
+          // with the pool in the output stage, on every layout
+          const Shape pooled{cs.N, cs.O, Ho / 2, Wo / 2};
+          for (const auto& [li, lo] :
+               {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+            layer.set_layout(li, lo);
+            Tensor yp = layer.forward_max_pooled(li ? relayout(x, x.shape(), true) : x, Pool2dParams{});
+            layer.set_layout(false, false);
+            BOOST_REQUIRE(yp.defined());
+            if (lo) yp = relayout(yp, pooled, false);
+            BOOST_TEST(yp.shape() == pooled);
+            const U8 gp(yp.data<std::uint8_t>(), yp.data<std::uint8_t>() + yp.numel());
+            BOOST_TEST(mismatches(gp, want_pooled) == 0,
+                       "pooled conv C " << cs.C << " O " << cs.O << " round " << round << " threads "
+                                        << t << " policy " << static_cast<int>(policy) << " layout "
+                                        << li << lo);
+          }
           // channels-last input and / or output (convert's layouts): the same bytes
           const Tensor xl = relayout(x, x.shape(), true);
           for (const auto& [li, lo] : {std::pair{true, false}, {false, true}, {true, true}}) {

@@ -10,6 +10,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "framework/tensor/simd.h"
@@ -69,10 +70,13 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     if (!g.row_off) fill_rows<PackFormat::Quads>(g, r, rows, rows, s);
     for (std::int64_t b = b0; b < b1; ++b) {
+      std::int32_t best[kBlock];  // with g.pool: the max over the window's rows so far
       for (std::int64_t i = 0; i < rows; ++i) {
         std::int32_t acc[kBlock];
         for (std::int64_t c = 0; c < kBlock; ++c) acc[c] = g.acc0[b * kBlock + c];
-        const std::uint8_t* row = g.row_off ? g.x + g.row_off[r + i] : s + i * stride;
+        const std::int64_t m = r + i;
+        const std::uint8_t* row =
+            g.row_off ? g.x + g.row_off[g.row_map ? g.row_map[m] : m] : s + i * stride;
         const std::uint8_t* ws = g.w + b * g.steps * kStepBytes;
         for (std::int64_t p = 0; p < pieces; ++p) {
           const std::uint8_t* a = row + (g.row_off ? g.piece_off[p] : 0);
@@ -83,7 +87,13 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
                 acc[c] += static_cast<std::int32_t>(a[st * 4 + j]) * w8[c * 4 + j];
           }
         }
-        std::uint8_t* y = g.y + (r + i) * g.ldy;
+        if (g.pool) {
+          for (std::int64_t c = 0; c < kBlock; ++c)
+            best[c] = m % kPoolWindow == 0 ? acc[c] : std::max(best[c], acc[c]);
+          if (m % kPoolWindow != kPoolWindow - 1) continue;
+          std::copy(best, best + kBlock, acc);
+        }
+        std::uint8_t* y = g.y + (g.pool ? m / kPoolWindow : m) * g.ldy;
         for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c) {
           const std::int64_t o = b * kBlock + c;
           float v = (static_cast<float>(acc[c]) * g.scale[o] + g.bias[o]) * g.inv_scale;
@@ -111,6 +121,7 @@ HWY_INLINE Vec bcast(const std::uint8_t* p) {
 }
 // exact: u16 (<= 255) x s16 pairs summed in int32
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+HWY_INLINE Vec max32(Vec a, Vec b) { return _mm256_max_epi32(a, b); }
 // narrow quads: u8 (<= 127) x s8 pairs summed in int16, exact as |a0 w0 + a1 w1| <= 32512, then
 // the two pairs of each quad summed in int32 (vpmaddwd by ones)
 constexpr std::int64_t kMR7 = 4;  // 8 accumulators + 2 weights + a, ones, the int16 products
@@ -163,6 +174,7 @@ HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
 constexpr std::int64_t kMR7 = kMR;  // (unused on AVX3_DL, whose quads are native)
+HWY_INLINE Vec max32(Vec a, Vec b) { return _mm512_max_epi32(a, b); }
 HWY_INLINE Vec ones16() { return _mm512_set1_epi16(1); }
 HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {  // as on AVX2
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
@@ -190,8 +202,8 @@ constexpr std::int64_t kLanes = kBlock / kVecs;
 
 // One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
 // quads of inputs in [0, 127] on a target whose native format is pairs; kExcess: then the
-// excess quads of row i, ex[i][0..nex[i]).
-template <int NB, std::int64_t MR, bool kNarrow, bool kExcess>
+// excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output (GemmArgs::pool).
+template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
 HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
                      std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
                      std::int64_t rows_valid, const Excess* const* ex, const std::int64_t* nex) {
@@ -241,25 +253,33 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
     const Vec zp = set32(g.zp);
     // a constant trip count with an exit keeps the accumulators in registers (a loop bound
     // by rows_valid indexes them at run time, which puts them on the stack)
+    constexpr std::int64_t kStep = kPool ? kPoolWindow : 1;
+    static_assert(MR % kStep == 0);
 #pragma GCC unroll 8
-    for (std::int64_t i = 0; i < MR; ++i) {
+    for (std::int64_t i = 0; i < MR; i += kStep) {
       if (i >= rows_valid) break;
       Vec out[kVecs];
       for (int u = 0; u < kVecs; ++u) {
         const std::int64_t c = c0 + u * kLanes;
-        out[u] = requant(acc[i][j * kVecs + u], g.scale + c, g.bias + c, inv, lo, hi, zp);
+        Vec sum = acc[i][j * kVecs + u];
+        if constexpr (kPool)
+          sum = max32(max32(sum, acc[i + 1][j * kVecs + u]),
+                      max32(acc[i + 2][j * kVecs + u], acc[i + 3][j * kVecs + u]));
+        out[u] = requant(sum, g.scale + c, g.bias + c, inv, lo, hi, zp);
       }
-      store_bytes(g.y + (row + i) * g.ldy + c0, out, n);
+      store_bytes(g.y + (row + i) / kStep * g.ldy + c0, out, n);
     }
   }
 }
 
-template <PackFormat kFormat, bool kExcess>
+template <PackFormat kFormat, bool kExcess, bool kPool>
 void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                void* scratch) {
   constexpr bool kNarrow = kFormat != kNative;
   static_assert(kNarrow || !kExcess);
-  constexpr std::int64_t MR = kNarrow ? kMR7 : kMR;
+  // pooled: whole windows per tile (AVX2's 6-row pairs tile becomes 4 rows)
+  constexpr std::int64_t kMRFree = kNarrow ? kMR7 : kMR;
+  constexpr std::int64_t MR = kPool && kMRFree % kPoolWindow != 0 ? kPoolWindow : kMRFree;
   static_assert(kRowBlock % MR == 0);
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t astride = g.steps * 4;
@@ -274,16 +294,21 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
+    const auto src = [&](std::int64_t i) {  // the convolution row of tile row i (kPool: mapped)
+      const std::int64_t m = r + (i < rows ? i : rows - 1);
+      return g.row_map ? g.row_map[m] : m;
+    };
     if (g.row_off) {  // rows past the end repeat the last one (their outputs are not stored)
-      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = xa + g.row_off[r + (i < rows ? i : rows - 1)];
+      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = xa + g.row_off[src(i)];
     } else {
       fill_rows<kFormat, kExcess>(g, r, rows, rows_pad, s);
       for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
     }
     if constexpr (kExcess) {
       for (std::int64_t i = 0; i < rows_pad; ++i) {
-        ex[i] = g.ex + (i < rows ? g.ex_row[r + i] : 0);
-        nex[i] = i < rows ? g.ex_row[r + i + 1] - g.ex_row[r + i] : 0;
+        const std::int64_t m = src(i);
+        ex[i] = g.ex + (i < rows ? g.ex_row[m] : 0);
+        nex[i] = i < rows ? g.ex_row[m + 1] - g.ex_row[m] : 0;
       }
     }
     // a tile's rows stay in L1 while the weight blocks stream past them
@@ -291,25 +316,32 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
       const std::int64_t valid = rows - t < MR ? rows - t : MR;
       for (std::int64_t b = b0; b < b1; b += kNB) {
         if (b + kNB <= b1)
-          tile<kNB, MR, kNarrow, kExcess>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
-                                          nex + t);
+          tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid,
+                                                 ex + t, nex + t);
         else
-          tile<1, MR, kNarrow, kExcess>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
-                                        nex + t);
+          tile<1, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
+                                               nex + t);
       }
     }
   }
 }
 
-void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
-                   void* scratch) {
+template <bool kPool>
+void gemm_rows_of_format(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0,
+                         std::int64_t b1, void* scratch) {
   if constexpr (kNative == PackFormat::Pairs) {
     if (g.format == PackFormat::Quads) {
-      if (g.ex_row) return gemm_rows<PackFormat::Quads, true>(g, r0, r1, b0, b1, scratch);
-      return gemm_rows<PackFormat::Quads, false>(g, r0, r1, b0, b1, scratch);
+      if (g.ex_row) return gemm_rows<PackFormat::Quads, true, kPool>(g, r0, r1, b0, b1, scratch);
+      return gemm_rows<PackFormat::Quads, false, kPool>(g, r0, r1, b0, b1, scratch);
     }
   }
-  gemm_rows<kNative, false>(g, r0, r1, b0, b1, scratch);
+  gemm_rows<kNative, false, kPool>(g, r0, r1, b0, b1, scratch);
+}
+
+void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
+                   void* scratch) {
+  if (g.pool) return gemm_rows_of_format<true>(g, r0, r1, b0, b1, scratch);
+  gemm_rows_of_format<false>(g, r0, r1, b0, b1, scratch);
 }
 #endif
 

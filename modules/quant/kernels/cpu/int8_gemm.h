@@ -64,7 +64,16 @@ struct GemmArgs {
   const std::int64_t* ex_row = nullptr;
   const struct Excess* ex = nullptr;
   const std::uint8_t* x_narrow = nullptr;
+  /// Implicit GEMM only: GEMM row m is the convolution's row row_map[m] (its A at
+  /// row_off[row_map[m]], its excess at ex_row[row_map[m]]). Null: row m.
+  const std::int64_t* row_map = nullptr;
+  /// A 2 x 2 max pool in the output stage: each kPoolWindow consecutive GEMM rows are one window;
+  /// the tile takes the max of their int32 sums and requantizes it once into y row m / 4
+  /// (exact where every scale is >= 0: the output stage is then monotone in the sum).
+  bool pool = false;
 };
+
+constexpr std::int64_t kPoolWindow = 4;  ///< GEMM rows per output row with GemmArgs::pool
 
 /// What a byte above 127 adds to a row: the step of the row that reads it and a quad of excess
 /// bytes (max(a - 127, 0) at the byte's place in the step, zeros elsewhere).
@@ -73,7 +82,7 @@ struct Excess {
   std::uint32_t quad;
 };
 
-/// Rows per scratch block (a multiple of every micro-kernel's row count).
+/// Rows per scratch block (a multiple of every micro-kernel's row count and of kPoolWindow).
 constexpr std::int64_t kRowBlock = 24;
 /// Scratch bytes gemm_range needs (per thread).
 inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
