@@ -22,9 +22,9 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-// One run of PyTorch's fake_quantize_learnable_*_grad_kernel_cpu (the float64 path; float32
-// runs kernels::lsq_backward, the same values summed in the pair16 order), with zp the backward zero
-// point (a float holding an integer):
+// One run of PyTorch's fake_quantize_learnable_*_grad_kernel_cpu, float64 (float32 runs
+// kernels::lsq_backward: the same gradients with their common factors out of the sums), with zp
+// the backward zero point (a float holding an integer):
 //   q = round_half_even(zp + x/s);  dx = dy [qmin <= q <= qmax]
 //   inside:  dscale += dy * ((clamp(q) - zp) s - x) / s * gf
 //   outside: dscale += dy * (qmin|qmax - zp) * gf,  dzp += -dy * s * gf
@@ -55,6 +55,21 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
   }
   dscale += ds;
   dzp += dz;
+}
+
+// kernels::lsq_backward on a run of one element (no vector set-up; per-channel parameters along
+// the innermost axis have runs of one): chunk128 of one term is 0.0f + the term.
+void lsq_grad_one(const float* x, const float* dy, float* dx, float s, float zp, std::int64_t qmin,
+                  std::int64_t qmax, float gf, double& dscale, double& dzp) {
+  const float q = std::nearbyint(std::fma(*x, 1.0f / s, zp));
+  const bool not_below = q >= static_cast<float>(qmin),
+             inside = not_below && q <= static_cast<float>(qmax);
+  const float g = *dy;
+  *dx = inside ? g : 0.0f;
+  const float c = not_below ? static_cast<float>(qmax) - zp : static_cast<float>(qmin) - zp;
+  const float a = 0.0f + (inside ? g * ((q - zp) * s - *x) : 0.0f);
+  const float b = 0.0f + (inside ? 0.0f : g * c * gf), z = 0.0f + (inside ? 0.0f : g * (-1.0f * s) * gf);
+  kernels::lsq_combine(a, b, z, s, gf, &dscale, &dzp);
 }
 
 namespace kcuda = kernels::cuda;
@@ -118,11 +133,10 @@ Tensor learnable_impl(const Tensor& x, const Tensor& scale, const Tensor& zero_p
         qat::detail::dispatch_float(X.dtype(), "fake_quantize_learnable_backward", [&]<class T>() {
           layout.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
             const float s = S.data<float>()[p], zp = zp_backward(Z.data<float>()[p], qmin, qmax);
-            // a run of one term sums the same in any order: the scalar loop, without the setup
             if constexpr (std::is_same_v<T, float>) {
               if (n == 1) {
-                lsq_grad_run<float>(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,
-                                    n, s, zp, qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
+                lsq_grad_one(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off, s, zp,
+                             qmin, qmax, static_cast<float>(grad_factor), ds[p], dz[p]);
                 return;
               }
               kernels::lsq_backward(X.data<float>() + off, g.data<float>() + off, dx.data<float>() + off,

@@ -79,7 +79,7 @@ inline bool pair_at(const std::vector<float>& terms, std::int64_t i, std::int64_
   return true;
 }
 
-/// Per-element float32 terms summed per parameter as the CPU does: pair16 over each run of
+/// Per-element float32 terms summed per parameter as the CPU sums amax's: pair16 over each run of
 /// Layout::for_each_run (the pair of block position j to double lane j, lanes folded
 /// l[j] += l[j + w] for w = 4, 2, 1), the runs added in order; then rounded to float.
 inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const Layout& l) {
@@ -96,10 +96,13 @@ inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const L
   return std::vector<float>(acc.begin(), acc.end());
 }
 
-/// The same pairs in the device's order (learnable.cu): per range, reduce_splits blocks of
-/// contiguous chunks, thread t summing the pairs of elements t, t + 256, ..., the 256 sums folded
-/// as a tree; then the range's partials folded the same way.
-inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
+/// The CPU's float32 partial sums in the device's order (learnable.cu): per range, the run's
+/// slots (at run position p with p % (S G) < S: the terms at p, p + S, ... (G of them, those
+/// before the run's end) summed in float32 from +0), reduce_splits blocks of contiguous chunks of
+/// slots, thread t summing slots t, t + 256, ... in double, the 256 sums folded as a tree; then
+/// the range's partials folded the same way. Returns the per-range double sums.
+inline std::vector<double> device_sums(const std::vector<float>& terms, const Layout& l, std::int64_t S,
+                                       std::int64_t G) {
   constexpr int kThreads = 256;
   auto tree = [](double* s) {
     for (int w = kThreads / 2; w > 0; w /= 2)
@@ -107,33 +110,65 @@ inline std::vector<float> sum_device_order(const std::vector<float>& terms, cons
     return s[0];
   };
   const std::int64_t m = l.outer * l.inner, splits = lm::reduce_splits(m, l.len);
-  const std::int64_t chunk = (m + splits - 1) / splits;
-  std::vector<float> out(static_cast<std::size_t>(l.len));
+  const std::int64_t run_slots = (l.inner + S * G - 1) / (S * G) * S, slots = l.outer * run_slots;
+  const std::int64_t chunk = (slots + splits - 1) / splits;
+  auto slot = [&](std::int64_t c, std::int64_t j, float* sum) {
+    const std::int64_t row = j / run_slots, q = j % run_slots, p = q / S * S * G + q % S;
+    if (p >= l.inner) return false;
+    *sum = 0.0f;
+    for (std::int64_t k = p; k < std::min(l.inner, p + S * G); k += S)
+      *sum += terms[static_cast<std::size_t>((row * l.len + c) * l.inner + k)];
+    return true;
+  };
+  std::vector<double> out(static_cast<std::size_t>(l.len));
   for (std::int64_t c = 0; c < l.len; ++c) {
     std::vector<double> part(static_cast<std::size_t>(splits));
     for (std::int64_t s = 0; s < splits; ++s) {
       double acc[kThreads] = {};
-      const std::int64_t begin = s * chunk, end = std::min(m, begin + chunk);
-      float pair = 0;
+      const std::int64_t begin = s * chunk, end = std::min(slots, begin + chunk);
+      float sum = 0;
       for (int t = 0; t < kThreads; ++t)
         for (std::int64_t j = begin + t; j < end; j += kThreads)
-          if (pair_at(terms, (j / l.inner * l.len + c) * l.inner + j % l.inner, j % l.inner, l.inner,
-                      &pair))
-            acc[t] += pair;
+          if (slot(c, j, &sum)) acc[t] += sum;
       part[s] = tree(acc);
     }
     double acc[kThreads] = {};
     for (int t = 0; t < kThreads; ++t)
       for (std::int64_t k = t; k < splits; k += kThreads) acc[t] += part[k];
-    out[c] = static_cast<float>(tree(acc));
+    out[c] = tree(acc);
   }
   return out;
 }
 
-/// The CUDA LSQ kernels' results, computed on the host with learnable_math.h.
+/// The amax gradient's pairs (pair16: S = 8, G = 2) in the device's order, as floats.
+inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
+  const std::vector<double> d = device_sums(terms, l, 8, 2);
+  return std::vector<float>(d.begin(), d.end());
+}
+
+/// chunk128 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 128-term chunk,
+/// term j of each 16-term block added in float32 to lane j, each chunk's lanes to double lanes,
+/// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1.
+inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n) {
+  double l[16] = {};
+  for (std::int64_t c = 0; c < n; c += 128) {
+    float f[16] = {};
+    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[off + i];
+    for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
+  }
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) l[j] += l[j + w];
+  return l[0];
+}
+
+/// The CUDA LSQ kernels' results, computed on the host with learnable_math.h, and the CPU's sums
+/// of the same terms (kernels/cpu/kernels.h lsq_backward): per run of Layout::for_each_run,
+/// chunk128 of the inside terms a without their factor (1/s) gf, and of the device's outside
+/// terms (PyTorch's, which the CPU sums as they are); dscale += gf ((1/s) A) + B, dzp += Z.
 struct LsqSim {
   std::vector<float> y, dx, ds_cpu, dz_cpu, ds_dev, dz_dev;
   double ds_abs = 0, dz_abs = 0;  // sum of |terms|: the scale of the rounding in the sums
+  std::int64_t terms_differ = 0;  // a, b, z not PyTorch's terms (inside: ((a (1/s)) gf))
 };
 
 inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
@@ -145,19 +180,44 @@ inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
   LsqSim r;
   r.y.resize(xv.size());
   r.dx.resize(xv.size());
-  std::vector<float> ts(xv.size()), tz(xv.size());
+  std::vector<float> a(xv.size()), b(xv.size()), z(xv.size());
+  std::vector<lm::LsqGrad> consts(static_cast<std::size_t>(l.num_params));
   for (std::size_t i = 0; i < xv.size(); ++i) {
     const std::int64_t p = param_of(l, static_cast<std::int64_t>(i));
     r.y[i] = lm::lsq_forward_one(xv[i], scale[p], lm::forward_zero_point(zero_point[p], lo, hi), lo, hi);
     const float zb = truncated_zero_point ? lm::truncated_zero_point(zero_point[p], lo, hi)
                                           : lm::rounded_zero_point(zero_point[p], lo, hi);
     const lm::LsqGrad k = lm::lsq_grad_consts(scale[p], zb, lo, hi, static_cast<float>(grad_factor));
-    r.dx[i] = lm::lsq_grad_one(xv[i], g[i], k, &ts[i], &tz[i]);
-    r.ds_abs += std::fabs(ts[i]);
-    r.dz_abs += std::fabs(tz[i]);
+    consts[p] = k;
+    r.dx[i] = lm::lsq_grad_terms(xv[i], g[i], k, &a[i], &b[i], &z[i]);
+    // PyTorch's per-element terms: the scale of the rounding in the sums, and the link to a, b, z
+    float ts, tz;
+    const float dx = lm::lsq_grad_one(xv[i], g[i], k, &ts, &tz);
+    r.ds_abs += std::fabs(ts);
+    r.dz_abs += std::fabs(tz);
+    const float q = std::nearbyint(std::fma(xv[i], k.inv, k.zp));
+    const bool inside = q >= lo && q <= hi;
+    const bool linked = inside ? same_bits(ts, a[i] * k.inv * k.gf) && b[i] == 0.0f && z[i] == 0.0f
+                               : a[i] == 0.0f && same_bits(ts, b[i]) && same_bits(tz, z[i]);
+    if (!same_bits(dx, r.dx[i]) || !linked) ++r.terms_differ;
   }
-  r.ds_cpu = sum_cpu_order(ts, l), r.dz_cpu = sum_cpu_order(tz, l);
-  r.ds_dev = sum_device_order(ts, l), r.dz_dev = sum_device_order(tz, l);
+  std::vector<double> ds(static_cast<std::size_t>(l.num_params)), dz(ds.size());
+  l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {  // lsq_combine per run
+    const lm::LsqGrad& k = consts[p];
+    ds[p] += static_cast<double>(k.gf) * (static_cast<double>(k.inv) * chunk128(a, off, n)) +
+             chunk128(b, off, n);
+    dz[p] += chunk128(z, off, n);
+  });
+  r.ds_cpu.assign(ds.begin(), ds.end());
+  r.dz_cpu.assign(dz.begin(), dz.end());
+  const std::vector<double> A = device_sums(a, l, 16, 8), B = device_sums(b, l, 16, 8),
+                            Z = device_sums(z, l, 16, 8);
+  for (std::int64_t c = 0; c < l.len; ++c) {  // learnable.cu LsqGradOp::finish
+    const lm::LsqGrad& k = consts[c];
+    r.ds_dev.push_back(
+        static_cast<float>(static_cast<double>(k.gf) * (static_cast<double>(k.inv) * A[c]) + B[c]));
+    r.dz_dev.push_back(static_cast<float>(Z[c]));
+  }
   return r;
 }
 

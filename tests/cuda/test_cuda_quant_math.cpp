@@ -2,7 +2,8 @@
 // fp8_math.h), run on the host against the CPU ops (no device needed). LSQ / LSQ+ and the
 // learnable amax: forward and dx bit-exact, and the per-element gradient terms summed in the
 // CPU's order give the CPU's dscale / dzero_point / damax bit for bit (so the terms are the
-// CPU's), while the device's summation order stays within 1e-6 of them. FP8: the rounding
+// CPU's: LSQ's inside ones are the CPU's times (1/s) gf), while the device's summation order
+// stays within 1e-6 of them. FP8: the rounding
 // against the CPU's vectorised kernel and an independent frexp / ldexp reference, on every FP8
 // value, the midpoints between them and one ulp either side, specials and a sweep of bit patterns.
 #include <boost/test/unit_test.hpp>
@@ -53,6 +54,7 @@ BOOST_AUTO_TEST_CASE(lsq_math_matches_cpu_ops) {
       require_sim_bits(cpu.dx, sim.dx, "dx");
       require_sim_bits(cpu.ds, sim.ds_cpu, "dscale (cpu order)");
       require_sim_bits(cpu.dz, sim.dz_cpu, "dzero_point (cpu order)");
+      BOOST_TEST(sim.terms_differ == 0);
       require_sim_close(cpu.ds, sim.ds_dev, sim.ds_abs, "dscale");
       require_sim_close(cpu.dz, sim.dz_dev, sim.dz_abs, "dzero_point");
       // the data reach every branch: clamped below and above, and dzero_point non-zero

@@ -43,6 +43,22 @@ double pair16(const std::vector<float>& terms) {
   return l[0];
 }
 
+// chunk128 (kernels.h): per chunk of 128 terms, term j of each 16-term block added in float to
+// lane j (a missing term is +0), each chunk's lanes added to double lanes; the 16 lanes combined
+// pairwise
+double chunk128(const std::vector<float>& terms) {
+  double l[16] = {};
+  const std::size_t n = terms.size();
+  for (std::size_t c = 0; c < n; c += 128) {
+    float f[16] = {};
+    for (std::size_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[i];
+    for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
+  }
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) l[j] += l[j + w];
+  return l[0];
+}
+
 }  // namespace
 
 // The byte-mask STE (FP8, MX): in place, masks all ones (only read), all zeros and ones with
@@ -69,31 +85,30 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
     }
 }
 
-// The per-element LSQ terms in float32 (PyTorch's order), the reference for lsq_backward.
+// The reference for lsq_backward (kernels.h): float32 terms a = dy ((q - zp) s - x) inside and
+// PyTorch's own terms outside, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each summed by
+// chunk128; then ds = gf (A / s) + B, dz = Z in double.
 void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
              F& dx, double& ds, double& dz) {
   const float inv = 1.0f / s, lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
-  F es(x.size()), ez(x.size());
+  F a(x.size()), b(x.size()), z(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float q = std::nearbyint(std::fma(x[i], inv, zp));
     const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
     dx[i] = inside ? dy[i] : 0.0f;
-    if (inside) {
-      const float xfq = (q - zp) * s;
-      const float t = dy[i] * (xfq - x[i]);
-      es[i] = t * inv * gf;
-      ez[i] = 0;
-    } else {
-      const float t = below ? dy[i] * (lo - zp) : dy[i] * (hi - zp);
-      es[i] = t * gf;
-      const float u = dy[i] * -1.0f;
-      ez[i] = u * s * gf;
-    }
+    a[i] = inside ? dy[i] * ((q - zp) * s - x[i]) : 0.0f;
+    const float t = below ? dy[i] * (lo - zp) : dy[i] * (hi - zp);
+    b[i] = inside ? 0.0f : t * gf;
+    const float u = dy[i] * -1.0f;
+    z[i] = inside ? 0.0f : u * s * gf;
   }
-  ds = pair16(es);
-  dz = pair16(ez);
+  ds = static_cast<double>(gf) * (static_cast<double>(inv) * chunk128(a)) + chunk128(b);
+  dz = chunk128(z);
 }
 
+// x: `data` (a third beyond the range, ties, edges, NaN, +-inf) or mostly inside the range, one
+// element in 40 beyond it: 16-element blocks that are all inside (the kernel's short path) next
+// to blocks that are not, in one run; 1007 elements span 8 chunks of 128.
 BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
   const struct {
     float s, zp;
@@ -101,28 +116,65 @@ BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
     float gf;
   } cases[] = {{0.25f, 0, -128, 127, 1.0f}, {0.0173f, 3, 0, 255, 0.01f}, {0.5f, -2, -8, 7, 0.3f}};
   for (const auto& c : cases)
-    for (std::int64_t n : kSizes) {
-      const F x = data(n, c.s, c.qmin, c.qmax, static_cast<std::uint32_t>(n) + 1);
-      const F dy = data(n, 1.0f, -10, 10, static_cast<std::uint32_t>(n) + 2, false);
-      F dref(n);
-      double ds_ref, dz_ref;
-      lsq_ref(x, dy, c.s, c.zp, c.qmin, c.qmax, c.gf, dref, ds_ref, dz_ref);
-      double ds0 = 0, dz0 = 0;
-      bool first = true;
-      for_each_isa([&](cpu::Isa) {
-        BOOST_TEST_CONTEXT("s " << c.s << " n " << n) {
-          F dx(n);
-          double ds = 0.5, dz = -0.25;  // the kernel adds to these
-          k::lsq_backward(x.data(), dy.data(), dx.data(), n, c.s, c.zp, c.qmin, c.qmax, c.gf, &ds, &dz);
-          expect_bits(dx, dref, "dx");
-          BOOST_TEST(ds == ds_ref + 0.5);
-          BOOST_TEST(dz == dz_ref - 0.25);
-          if (first) ds0 = ds, dz0 = dz, first = false;
-          BOOST_TEST(std::memcmp(&ds, &ds0, 8) == 0);
-          BOOST_TEST(std::memcmp(&dz, &dz0, 8) == 0);
+    for (const bool mostly_inside : {false, true})
+      for (std::int64_t n : kSizes) {
+        F x = data(n, c.s, c.qmin, c.qmax, static_cast<std::uint32_t>(n) + 1);
+        if (mostly_inside) {
+          std::mt19937 gen(static_cast<std::uint32_t>(n) + 7);
+          std::uniform_real_distribution<float> u(static_cast<float>(c.qmin) - c.zp,
+                                                  static_cast<float>(c.qmax) - c.zp);
+          for (std::int64_t i = 0; i < n; ++i)
+            x[i] = i % 40 == 39 ? static_cast<float>(c.qmax - c.qmin) * c.s * (i % 80 == 79 ? 1 : -1)
+                                : u(gen) * c.s;
         }
-      });
+        const F dy = data(n, 1.0f, -10, 10, static_cast<std::uint32_t>(n) + 2, false);
+        F dref(n);
+        double ds_ref, dz_ref;
+        lsq_ref(x, dy, c.s, c.zp, c.qmin, c.qmax, c.gf, dref, ds_ref, dz_ref);
+        double ds0 = 0, dz0 = 0;
+        bool first = true;
+        for_each_isa([&](cpu::Isa) {
+          BOOST_TEST_CONTEXT("s " << c.s << " n " << n << " mostly inside " << mostly_inside) {
+            F dx(n);
+            double ds = 0.5, dz = -0.25;  // the kernel adds to these
+            k::lsq_backward(x.data(), dy.data(), dx.data(), n, c.s, c.zp, c.qmin, c.qmax, c.gf, &ds,
+                            &dz);
+            expect_bits(dx, dref, "dx");
+            BOOST_TEST(ds == ds_ref + 0.5);
+            BOOST_TEST(dz == dz_ref - 0.25);
+            if (first) ds0 = ds, dz0 = dz, first = false;
+            BOOST_TEST(std::memcmp(&ds, &ds0, 8) == 0);
+            BOOST_TEST(std::memcmp(&dz, &dz0, 8) == 0);
+          }
+        });
+      }
+}
+
+// Per-channel LSQ along the innermost axis runs one element per run, without the vector kernel:
+// the same bits as the kernel on each run, added in row order.
+BOOST_AUTO_TEST_CASE(lsq_runs_of_one_element_match_the_kernel) {
+  const std::int64_t rows = 37, ch = 3, qmin = -8, qmax = 7;
+  const float sc[ch] = {0.25f, 0.0173f, 0.5f}, zc[ch] = {0, 3, -2}, gf = 0.3f;
+  const F xv = data(rows * ch, 0.3f, qmin, qmax, 11), gv = data(rows * ch, 1.0f, -10, 10, 12, false);
+  Tensor x = Tensor::from_vector(xv, Shape{rows, ch}),
+         s = Tensor::from_vector(F(sc, sc + ch), Shape{ch}),
+         z = Tensor::from_vector(F(zc, zc + ch), Shape{ch});
+  for (Tensor* t : {&x, &s, &z}) t->requires_grad_(true);
+  fake_quantize_learnable_per_channel_affine(x, s, z, 1, qmin, qmax, gf)
+      .backward(Tensor::from_vector(gv, Shape{rows, ch}));
+  F dx_ref(rows * ch);
+  for (std::int64_t p = 0; p < ch; ++p) {
+    double ds = 0, dz = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = r * ch + p;
+      k::lsq_backward(&xv[i], &gv[i], &dx_ref[i], 1, sc[p], zc[p], qmin, qmax, gf, &ds, &dz);
     }
+    BOOST_TEST_CONTEXT("channel " << p) {
+      BOOST_TEST(s.grad().data<float>()[p] == static_cast<float>(ds));
+      BOOST_TEST(z.grad().data<float>()[p] == static_cast<float>(dz));
+    }
+  }
+  expect_bits(x.grad().to_vector<float>(), dx_ref, "dx");
 }
 
 BOOST_AUTO_TEST_CASE(amax_matches_reference) {

@@ -110,6 +110,31 @@ struct Pair16 {
   }
 };
 
+/// chunk128 (kernels.h): term j of each 16-term block goes to float32 lane j (the block's
+/// kLanesV vectors); FlushLanes (once per chunk) adds the float lanes to double lanes d[j] and
+/// clears them; FoldLanes combines d (l[j] += l[j + w] for w = 8, 4, 2, 1) and returns l[0].
+/// The float lanes are locals of the caller's loop, so that they stay in registers.
+constexpr std::int64_t kLanesV = 16 / kNF;
+HWY_INLINE void FlushLanes(VF (&f)[kLanesV], double (&d)[16]) {
+  for (std::int64_t k = 0; k < kLanesV; ++k) {
+#if HWY_TARGET == HWY_SCALAR
+    d[k] += static_cast<double>(hn::GetLane(f[k]));
+#else
+    const DD dd;
+    const hn::Half<DF> dh;
+    double* p = d + k * kNF;
+    hn::StoreU(hn::Add(hn::LoadU(dd, p), hn::PromoteTo(dd, hn::LowerHalf(dh, f[k]))), dd, p);
+    hn::StoreU(hn::Add(hn::LoadU(dd, p + kND), hn::PromoteTo(dd, hn::UpperHalf(dh, f[k]))), dd, p + kND);
+#endif
+    f[k] = hn::Zero(DF());
+  }
+}
+inline double FoldLanes(double (&d)[16]) {
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) d[j] += d[j + w];
+  return d[0];
+}
+
 }  // namespace qat::quant::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -9,6 +9,12 @@
 // in index order; then the 8 lanes are combined pairwise (l += l + 4, l += l + 2, l += l + 1).
 // One float32 rounding per pair, as PyTorch's float32 sums have many: it halves the
 // float-to-double conversions, the cost of the sums on AVX2. Narrower vectors emulate the lanes.
+//
+// chunk128 (the LSQ sums): a run of n terms (padded with +0 to whole blocks of 16) is cut into
+// chunks of 128 from its start; in each chunk, term j of each block is added in float32 to lane
+// j (j < 16) in block order, and each lane's chunk sum goes to double lane j; then the 16 double
+// lanes are combined pairwise (w = 8, 4, 2, 1). At most 8 terms per float32 sum: the
+// conversions to double, the cost of the sums on AVX2, come once per 128 terms.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -45,11 +51,23 @@ void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int6
 void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n);
 
 /// LSQ backward on one run (PyTorch 1.13 fake_quantize_learnable_*_grad_kernel_cpu), zp the
-/// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax];
-/// inside: ds = dy ((clamp(q) - zp) s - x) (1/s) gf; outside: ds = dy (qmin|qmax - zp) gf,
-/// dz = (-dy) s gf. Adds pair16(ds), pair16(dz) to *dscale, *dzp.
+/// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax].
+/// PyTorch's per-element scale gradient is ((dy ((q - zp) s - x)) (1/s)) gf inside and
+/// (dy (qmin|qmax - zp)) gf below|above, its zero-point gradient ((-dy) s) gf outside. Summed
+/// by chunk128: inside the terms a = dy ((q - zp) s - x), their common factor (1/s) gf taken out
+/// of the sum A; outside PyTorch's float32 terms themselves, b (scale) and z (zero point), as
+/// the factors qmin|qmax - zp can be large (2^15) and opposite terms cancel. NaN counts as below.
+/// lsq_combine adds the gradients to *dscale, *dzp.
 void lsq_backward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
                   std::int64_t qmin, std::int64_t qmax, float gf, double* dscale, double* dzp);
+
+/// The run's LSQ gradients from its sums (lsq_backward), in double: dscale += gf (A / s') + B,
+/// dzp += Z, with 1 / s' the float32 reciprocal 1.0f / s of the per-element terms.
+inline void lsq_combine(double a, double b, double z, float s, float gf, double* dscale, double* dzp) {
+  const double inv = 1.0f / s;
+  *dscale += static_cast<double>(gf) * (inv * a) + b;
+  *dzp += z;
+}
 
 /// Learnable amax (PACT-style): s = amax / qmax, y = clamp(round(clamp(x, lo, amax) / s)) * s
 /// with lo = -amax (signed) or 0; mask bit 0: x outside [lo, amax] or NaN, bit 1: x >= amax,

@@ -1,9 +1,11 @@
 // LSQ backward (kernels.h lsq_backward): dx and the per-run scale / zero-point gradient sums in
-// one pass, the per-element values in float32 in PyTorch's order, summed by pair16 (kernels.h).
+// one pass, three float32 terms per element summed by chunk128 (kernels.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/learnable.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <algorithm>
 
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/common-inl.h"
@@ -13,30 +15,55 @@ HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
 struct LsqConsts {
-  VF inv, zp, s, gf, lo, hi, small, big, neg_s;
+  VF inv, zp, s, lo, hi, gf, small, big, neg_s;
 };
 
-// q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it); NaN counts
-// as below. inside: e_s = ((dy (xfq - x)) inv) gf with xfq = (q - zp) s;
-// outside: e_s = (dy (qmin|qmax - zp)) gf, e_z = (dy (-s)) gf, which equals ((-dy) s) gf.
-HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqConsts& c, Pair16& ss,
-                          Pair16& sz) {
+// q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it), NaN below.
+// Terms (kernels.h): a = dy ((q - zp) s - x) inside; outside b = (dy (qmin|qmax - zp)) gf and
+// z = (dy (-s)) gf, which equals ((-dy) s) gf. A block with every q inside (the common case
+// once the scale has been learned) skips the outside terms and adds no b / z (+0 to a float
+// lane, which is never -0, changes nothing). The float lanes are locals of the loop, so that
+// they stay in registers (chunk128's double lanes go to memory once per chunk).
+using Lanes = VF[kLanesV];
+
+HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqConsts& c, Lanes& a,
+                          Lanes& b, Lanes& z, bool& outside) {
+  constexpr std::int64_t kV = kLanesV;
   const DF df;
-  VF es[16 / kNF], ez[16 / kNF];
-  for (std::int64_t k = 0; k < 16 / kNF; ++k) {
-    const VF xv = hn::LoadU(df, x + k * kNF), g = hn::LoadU(df, dy + k * kNF);
-    const VF q = RoundEven(Fma(xv, c.inv, c.zp));
-    const MF not_below = hn::Ge(q, c.lo), above = hn::Gt(q, c.hi);
-    const MF inside = hn::AndNot(above, not_below);
-    hn::StoreU(hn::IfThenElseZero(inside, g), df, dx + k * kNF);
-    const VF xfq = hn::Mul(hn::Sub(q, c.zp), c.s);
-    const VF e_in = hn::Mul(hn::Mul(hn::Mul(g, hn::Sub(xfq, xv)), c.inv), c.gf);
-    const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
-    es[k] = hn::IfThenElse(inside, e_in, e_out);
-    ez[k] = hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf));
+  VF q[kV], ta[kV];
+  MF all_inside, not_below[kV], inside[kV];
+  for (std::int64_t k = 0; k < kV; ++k) {
+    q[k] = RoundEven(Fma(hn::LoadU(df, x + k * kNF), c.inv, c.zp));
+    not_below[k] = hn::Ge(q[k], c.lo);
+    inside[k] = hn::And(not_below[k], hn::Le(q[k], c.hi));
+    all_inside = k == 0 ? inside[k] : hn::And(all_inside, inside[k]);
   }
-  ss.Add(es);
-  sz.Add(ez);
+  if (hn::AllTrue(df, all_inside)) {
+    for (std::int64_t k = 0; k < kV; ++k) {
+      const VF g = hn::LoadU(df, dy + k * kNF);
+      hn::StoreU(g, df, dx + k * kNF);
+      const VF r = hn::Sub(hn::Mul(hn::Sub(q[k], c.zp), c.s), hn::LoadU(df, x + k * kNF));
+      ta[k] = hn::Mul(g, r);
+    }
+    for (std::int64_t k = 0; k < kV; ++k) a[k] = hn::Add(a[k], ta[k]);
+    return;
+  }
+  VF tb[kV], tz[kV];
+  for (std::int64_t k = 0; k < kV; ++k) {
+    const VF g = hn::LoadU(df, dy + k * kNF);
+    hn::StoreU(hn::IfThenElseZero(inside[k], g), df, dx + k * kNF);
+    const VF r = hn::Sub(hn::Mul(hn::Sub(q[k], c.zp), c.s), hn::LoadU(df, x + k * kNF));
+    ta[k] = hn::IfThenElseZero(inside[k], hn::Mul(g, r));  // r is NaN at x = +-inf: masked
+    const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below[k], c.big, c.small)), c.gf);
+    tb[k] = hn::IfThenZeroElse(inside[k], e_out);
+    tz[k] = hn::IfThenZeroElse(inside[k], hn::Mul(hn::Mul(g, c.neg_s), c.gf));
+  }
+  for (std::int64_t k = 0; k < kV; ++k) {
+    a[k] = hn::Add(a[k], ta[k]);
+    b[k] = hn::Add(b[k], tb[k]);
+    z[k] = hn::Add(z[k], tz[k]);
+  }
+  outside = true;
 }
 
 void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
@@ -46,24 +73,34 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
   c.inv = hn::Set(df, 1.0f / s);
   c.zp = hn::Set(df, zp);
   c.s = hn::Set(df, s);
-  c.gf = hn::Set(df, gf);
   c.lo = hn::Set(df, static_cast<float>(qmin));
   c.hi = hn::Set(df, static_cast<float>(qmax));
+  c.gf = hn::Set(df, gf);
   c.small = hn::Set(df, static_cast<float>(qmin) - zp);
   c.big = hn::Set(df, static_cast<float>(qmax) - zp);
   c.neg_s = hn::Set(df, -1.0f * s);
-  Pair16 ss, sz;
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) LsqStep16(x + i, dy + i, dx + i, c, ss, sz);
-  if (i < n) {  // padded: x = dy = 0 gives +0 terms, which leave the (never -0) lane sums as they are
-    float xb[16] = {}, gb[16] = {}, db[16];
-    std::memcpy(xb, x + i, (n - i) * sizeof(float));
-    std::memcpy(gb, dy + i, (n - i) * sizeof(float));
-    LsqStep16(xb, gb, db, c, ss, sz);
-    std::memcpy(dx + i, db, (n - i) * sizeof(float));
+  double da[16] = {}, db[16] = {}, dz[16] = {};  // chunk128's double lanes
+  Lanes a, b, z;
+  for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = b[k] = z[k] = hn::Zero(df);
+  for (std::int64_t chunk = 0; chunk < n; chunk += 128) {
+    const std::int64_t end = std::min(n, chunk + 128);
+    bool outside = false;
+    std::int64_t i = chunk;
+    for (; i + 16 <= end; i += 16) LsqStep16(x + i, dy + i, dx + i, c, a, b, z, outside);
+    if (i < end) {  // padded: x = dy = 0 gives +0 terms
+      float xp[16] = {}, gp[16] = {}, dxp[16];
+      std::memcpy(xp, x + i, (end - i) * sizeof(float));
+      std::memcpy(gp, dy + i, (end - i) * sizeof(float));
+      LsqStep16(xp, gp, dxp, c, a, b, z, outside);
+      std::memcpy(dx + i, dxp, (end - i) * sizeof(float));
+    }
+    FlushLanes(a, da);
+    if (outside) {  // else their float lanes are all +0
+      FlushLanes(b, db);
+      FlushLanes(z, dz);
+    }
   }
-  *dscale += ss.Total();
-  *dzp += sz.Total();
+  lsq_combine(FoldLanes(da), FoldLanes(db), FoldLanes(dz), s, gf, dscale, dzp);
 }
 
 }  // namespace qat::quant::kernels::HWY_NAMESPACE

@@ -90,14 +90,15 @@ struct ParamLayout {
 
 /// The learnable quantizers (learnable.cu), float32 parameters on the device (not validated:
 /// reading them would cost a host sync). Elementwise outputs are bit-exact with the CPU; the
-/// parameter gradients are the CPU's float32 pairs (pair16) summed in double in a fixed order (no
-/// atomics: the same bits on every run), a different order than the CPU's, so they agree with it
-/// to rounding (~1e-7), not to the bit.
+/// parameter gradients are the CPU's float32 partial sums (pair16 for amax, chunk128 for LSQ's
+/// three sums; kernels/cpu/kernels.h) summed in double in a fixed order (no atomics: the same
+/// bits on every run), a different order than the CPU's, so they agree with it to rounding
+/// (~1e-7), not to the bit.
 ///
 /// LSQ forward: y = fake_quant(x) with scale[c] and zero point clamp(rint(zero_point[c]), qmin, qmax).
 void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* scale,
                  const float* zero_point, std::int64_t qmin, std::int64_t qmax);
-/// LSQ backward (learnable_math.h lsq_grad_one): dx (skipped when null) and dscale[c] /
+/// LSQ backward (learnable_math.h lsq_grad_terms): dx (skipped when null) and dscale[c] /
 /// dzero_point[c] (each skipped when null); the backward zero point is
 /// trunc(clamp(zp + 0.5)) with `truncated_zero_point` (the per-tensor op), else clamp(rint(zp)).
 void lsq_backward(const float* x, const float* dy, float* dx, const ParamLayout& l, const float* scale,

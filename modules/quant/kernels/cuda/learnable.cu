@@ -2,17 +2,19 @@
 // whose parameter gradients are deterministic reductions. The per-element math is
 // learnable_math.h, shared with the host tests; the file builds with -fmad=false.
 //
-// Reductions, no float atomics (the same bits on every run): range c's m = outer * inner terms go
-// to reduce_splits(m, len) blocks, each a contiguous chunk. The terms come in the CPU's pairs
-// (kernels/cpu/kernels.h, pair16): at run position p = j % inner with p % 16 < 8, a thread adds
-// the float32 sum of the terms at p and p + 8 (+0 past the run's end); the threads at p % 16 >= 8
-// skip (their term is in a pair). In a block thread t sums the pairs of the chunk's elements
-// t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t + w],
-// w = 128 ... 1) into one partial; a second kernel folds range c's partials the same way
-// (thread t: partials t, t + 256, ...) and writes float(sum). The CPU sums the same float32 pairs
-// in double in another order (8 lanes per run, runs in order), so the parameter gradients agree
-// with it within ~1e-7 relative (the tests ask 1e-6), not bitwise; dx and the forward are
-// bit-exact.
+// Reductions, no float atomics (the same bits on every run). The terms of a run (the CPU's runs:
+// per tensor the whole tensor, per channel each row of `inner` elements) form the CPU's float32
+// partial sums: a slot at run position p adds the terms at p, p + S, ..., (G of them, those
+// before the run's end) in float32 from +0, for the slots p with p % (S G) < S. The amax
+// gradient pairs terms as pair16 (S = 8, G = 2), LSQ's three sums as chunk128 (S = 16, G = 8)
+// (kernels/cpu/kernels.h). Range c's slots go to reduce_splits(m, len) blocks, each a
+// contiguous chunk of slots; in a block thread t sums slots t, t + 256, ... in order, in double,
+// then the block folds its 256 sums as a tree (l[t] += l[t + w], w = 128 ... 1) into one
+// partial; a second kernel folds range c's partials the same way (thread t: partials t, t + 256,
+// ...) and writes the gradients (LSQ: dscale = gf ((1/s) A) + B, dzero_point = Z). The CPU adds
+// the same float32 partials in double in another order (16 or 8 lanes per run, runs in order),
+// so the parameter gradients agree with it within ~1e-7 relative (the tests ask 1e-6), not
+// bitwise; dx and the forward are bit-exact.
 #include <cstdint>
 
 #include "framework/kernels/cuda/launch.h"
@@ -52,41 +54,45 @@ __device__ void block_sum(double (&v)[K]) {
   for (int k = 0; k < K; ++k) v[k] = s[k][0];
 }
 
-// Block b = (range c = b / splits, slice b % splits): op.add(r, i, pair, acc) writes the elementwise
-// outputs of element i (and of i + 8 when `pair`) and adds their Op::kSums pair sums; part[k *
-// gridDim.x + b] = the block's sum k.
+// Block b = (range c = b / splits, slice b % splits) over range c's slots (see above): op.add(r,
+// i, count, acc) writes the elementwise outputs of elements i, i + S, ... (count of them) and adds
+// their Op::kSums float32 partials to acc; part[k * gridDim.x + b] = the block's sum k.
 template <class Op>
-__global__ void partial_kernel(Op op, i64 len, i64 inner, i64 m, i64 splits, double* part) {
+__global__ void partial_kernel(Op op, i64 len, i64 inner, i64 outer, i64 splits, double* part) {
+  constexpr i64 S = Op::kStride, window = Op::kStride * Op::kGroup;
+  const i64 run_slots = (inner + window - 1) / window * S, slots = outer * run_slots;
   const i64 c = blockIdx.x / splits, s = blockIdx.x % splits;
-  const i64 chunk = (m + splits - 1) / splits, begin = s * chunk;
-  const i64 end = begin + chunk < m ? begin + chunk : m;
+  const i64 chunk = (slots + splits - 1) / splits, begin = s * chunk;
+  const i64 end = begin + chunk < slots ? begin + chunk : slots;
   const typename Op::Range r = op.range(c);
   double acc[Op::kSums] = {};
   for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const i64 p = j % inner;  // the position in the CPU's run (per tensor: outer = 1)
-    if (p % 16 < 8) op.add(r, element(j, c, len, inner), p + 8 < inner, acc);
+    const i64 row = j / run_slots, q = j % run_slots;
+    const i64 p = q / S * window + q % S;  // the slot's first run position
+    if (p >= inner) continue;              // past the end of a short last window
+    const i64 left = (inner - p + S - 1) / S;
+    op.add(r, element(row * inner + p, c, len, inner), left < Op::kGroup ? left : Op::kGroup, acc);
   }
   block_sum(acc);
   if (threadIdx.x == 0)
     for (int k = 0; k < Op::kSums; ++k) part[k * gridDim.x + blockIdx.x] = acc[k];
 }
 
-// Block c: range c's `splits` partials of each sum folded; out_k[c] = float(sum k) (null: skipped).
-template <int K>
-__global__ void final_kernel(const double* part, i64 splits, float* out0, float* out1) {
+// Block c: range c's `splits` partials of each sum folded; op.finish writes range c's gradients.
+template <class Op>
+__global__ void final_kernel(Op op, const double* part, i64 splits, float* out0, float* out1) {
   const i64 c = blockIdx.x, parts = gridDim.x * splits;
-  double acc[K] = {};
+  double acc[Op::kSums] = {};
   for (i64 t = threadIdx.x; t < splits; t += blockDim.x)
-    for (int k = 0; k < K; ++k) acc[k] += part[k * parts + c * splits + t];
+    for (int k = 0; k < Op::kSums; ++k) acc[k] += part[k * parts + c * splits + t];
   block_sum(acc);
-  if (threadIdx.x != 0) return;
-  if (out0 != nullptr) out0[c] = static_cast<float>(acc[0]);
-  if (K > 1 && out1 != nullptr) out1[c] = static_cast<float>(acc[K - 1]);
+  if (threadIdx.x == 0) op.finish(op.range(c), acc, c, out0, out1);
 }
 
-// LSQ backward: dx, then the scale and zero-point terms (learnable_math.h lsq_grad_one).
+// LSQ backward: dx, then the sums A, B, Z of learnable_math.h lsq_grad_terms (chunk128).
 struct LsqGradOp {
-  static constexpr int kSums = 2;
+  static constexpr int kSums = 3;
+  static constexpr i64 kStride = 16, kGroup = 8;
   using Range = lm::LsqGrad;
   const float* __restrict__ x;
   const float* __restrict__ dy;
@@ -100,36 +106,50 @@ struct LsqGradOp {
                               : lm::rounded_zero_point(zero_point[c], lo, hi);
     return lm::lsq_grad_consts(scale[c], z, lo, hi, gf);
   }
-  __device__ void add(const Range& k, i64 i, bool pair, double (&acc)[2]) const {
-    float ds, dz, ds8 = 0.0f, dz8 = 0.0f;
-    const float d = lm::lsq_grad_one(x[i], dy[i], k, &ds, &dz);
-    if (dx != nullptr) dx[i] = d;
-    if (pair) {
-      const float d8 = lm::lsq_grad_one(x[i + 8], dy[i + 8], k, &ds8, &dz8);
-      if (dx != nullptr) dx[i + 8] = d8;
+  __device__ void add(const Range& k, i64 i, i64 count, double (&acc)[3]) const {
+    float a = 0.0f, b = 0.0f, z = 0.0f;  // the CPU's float32 lanes
+    for (i64 t = 0; t < count; ++t, i += kStride) {
+      float ta, tb, tz;
+      const float d = lm::lsq_grad_terms(x[i], dy[i], k, &ta, &tb, &tz);
+      if (dx != nullptr) dx[i] = d;
+      a += ta;
+      b += tb;
+      z += tz;
     }
-    acc[0] += ds + ds8;  // the pair in float32, then in double
-    acc[1] += dz + dz8;
+    acc[0] += a;
+    acc[1] += b;
+    acc[2] += z;
+  }
+  // kernels/cpu/kernels.h lsq_combine
+  __device__ void finish(const Range& k, const double (&acc)[3], i64 c, float* ds, float* dz) const {
+    if (ds != nullptr)
+      ds[c] =
+          static_cast<float>(static_cast<double>(k.gf) * (static_cast<double>(k.inv) * acc[0]) + acc[1]);
+    if (dz != nullptr) dz[c] = static_cast<float>(acc[2]);
   }
 };
 
-// Learnable amax backward: dx, then the damax term (learnable_math.h amax_backward_one).
+// Learnable amax backward: dx, then the damax terms (learnable_math.h amax_backward_one) in pairs.
 struct AmaxGradOp {
   static constexpr int kSums = 1;
+  static constexpr i64 kStride = 8, kGroup = 2;
   struct Range {};
   const float* __restrict__ dy;
   const std::uint8_t* __restrict__ mask;
   float* __restrict__ dx;
   __device__ Range range(i64) const { return {}; }
-  __device__ void add(const Range&, i64 i, bool pair, double (&acc)[1]) const {
-    float term, term8 = 0.0f;
-    const float d = lm::amax_backward_one(dy[i], mask[i], &term);
-    if (dx != nullptr) dx[i] = d;
-    if (pair) {
-      const float d8 = lm::amax_backward_one(dy[i + 8], mask[i + 8], &term8);
-      if (dx != nullptr) dx[i + 8] = d8;
+  __device__ void add(const Range&, i64 i, i64 count, double (&acc)[1]) const {
+    float sum = 0.0f;
+    for (i64 t = 0; t < count; ++t, i += kStride) {
+      float term;
+      const float d = lm::amax_backward_one(dy[i], mask[i], &term);
+      if (dx != nullptr) dx[i] = d;
+      sum += term;
     }
-    acc[0] += term + term8;
+    acc[0] += sum;
+  }
+  __device__ void finish(const Range&, const double (&acc)[1], i64 c, float* damax, float*) const {
+    if (damax != nullptr) damax[c] = static_cast<float>(acc[0]);
   }
 };
 
@@ -149,10 +169,11 @@ void reduce(const Op& op, const ParamLayout& l, float* out0, float* out1, const 
   std::size_t cap = 0;
   auto* part = static_cast<double*>(::qat::cuda::detail::allocate(
       static_cast<std::size_t>(parts * Op::kSums) * sizeof(double), &cap, fn));
-  partial_kernel<<<static_cast<unsigned>(parts), kBlock, 0, st>>>(op, l.len, l.inner, m, splits, part);
+  partial_kernel<<<static_cast<unsigned>(parts), kBlock, 0, st>>>(op, l.len, l.inner, l.outer, splits,
+                                                                  part);
   QAT_CUDA_CHECK_LAUNCH(fn);
   if (out0 != nullptr || out1 != nullptr) {
-    final_kernel<Op::kSums><<<static_cast<unsigned>(l.len), kBlock, 0, st>>>(part, splits, out0, out1);
+    final_kernel<<<static_cast<unsigned>(l.len), kBlock, 0, st>>>(op, part, splits, out0, out1);
     QAT_CUDA_CHECK_LAUNCH(fn);
   }
   ::qat::cuda::detail::release(part, cap);  // stream-ordered pool: safe to reuse at once

@@ -75,7 +75,8 @@ QAT_HOST_DEVICE inline LsqGrad lsq_grad_consts(float s, float zp, float lo, floa
 ///   q = rint(fma(x, 1/s, zp));  inside = qmin <= q <= qmax (NaN: below)
 ///   inside:  dx = dy, ds = ((dy (xfq - x)) (1/s)) gf with xfq = (q - zp) s, dz = 0
 ///   outside: dx = 0,  ds = (dy (qmin|qmax - zp)) gf,  dz = (dy (-s)) gf
-/// Returns dx; *ds / *dz get the float32 terms that the reductions sum in double.
+/// Returns dx; *ds / *dz get PyTorch's float32 terms (the tests' reference; the reductions sum
+/// lsq_grad_terms).
 QAT_HOST_DEVICE inline float lsq_grad_one(float x, float dy, const LsqGrad& c, float* ds, float* dz) {
   const float q = round_even(fused_multiply_add(x, c.inv, c.zp));
   const bool not_below = q >= c.lo, above = q > c.hi;
@@ -87,6 +88,25 @@ QAT_HOST_DEVICE inline float lsq_grad_one(float x, float dy, const LsqGrad& c, f
   }
   *ds = (not_below ? dy * c.big : dy * c.small) * c.gf;
   *dz = dy * c.neg_s * c.gf;
+  return 0.0f;
+}
+
+/// The float32 terms that the CPU and the device sum (kernels/cpu/kernels.h lsq_backward):
+///   inside:  *a = dy (xfq - x) (lsq_grad_one's ds without its factor (1/s) gf), *b = *z = 0
+///   outside: *a = 0, *b / *z = lsq_grad_one's ds / dz (PyTorch's terms)
+/// dscale = gf ((1/s) sum a) + sum b, dzero_point = sum z. Returns dx.
+QAT_HOST_DEVICE inline float lsq_grad_terms(float x, float dy, const LsqGrad& c, float* a, float* b,
+                                            float* z) {
+  const float q = round_even(fused_multiply_add(x, c.inv, c.zp));
+  const bool not_below = q >= c.lo, above = q > c.hi;
+  if (not_below && !above) {
+    *a = dy * ((q - c.zp) * c.s - x);
+    *b = *z = 0.0f;
+    return dy;
+  }
+  *a = 0.0f;
+  *b = (not_below ? dy * c.big : dy * c.small) * c.gf;
+  *z = dy * c.neg_s * c.gf;
   return 0.0f;
 }
 
