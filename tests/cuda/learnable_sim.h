@@ -70,29 +70,27 @@ inline Tensor grad_input(const Shape& shape, std::uint64_t seed) {
   return Tensor::from_vector(g, shape);
 }
 
-/// pair16 (kernels/cpu/kernels.h) of run position k = j % run for a term at j: at k % 16 < 8 the
-/// float32 sum of the terms at k and k + 8 (+0 past the run's end), else none (0, skipped).
-inline bool pair_at(const std::vector<float>& terms, std::int64_t i, std::int64_t k, std::int64_t run,
-                    float* pair) {
-  if (k % 16 >= 8) return false;
-  *pair = terms[i] + (k + 8 < run ? terms[i + 8] : 0.0f);
-  return true;
+/// chunk128 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 128-term chunk,
+/// term j of each 16-term block added in float32 to lane j, each chunk's lanes to double lanes,
+/// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1.
+inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n) {
+  double l[16] = {};
+  for (std::int64_t c = 0; c < n; c += 128) {
+    float f[16] = {};
+    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[off + i];
+    for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
+  }
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) l[j] += l[j + w];
+  return l[0];
 }
 
-/// Per-element float32 terms summed per parameter as the CPU sums amax's: pair16 over each run of
-/// Layout::for_each_run (the pair of block position j to double lane j, lanes folded
-/// l[j] += l[j + w] for w = 4, 2, 1), the runs added in order; then rounded to float.
+/// Per-element float32 terms summed per parameter as the CPU sums amax's: chunk128 over each run
+/// of Layout::for_each_run, the runs added in order; then rounded to float.
 inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const Layout& l) {
   std::vector<double> acc(static_cast<std::size_t>(l.num_params), 0.0);
-  l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {
-    double lane[8] = {};
-    float pair = 0;
-    for (std::int64_t k = 0; k < n; ++k)
-      if (pair_at(terms, off + k, k, n, &pair)) lane[k % 16] += pair;
-    for (int w = 4; w >= 1; w /= 2)
-      for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
-    acc[p] += lane[0];
-  });
+  l.for_each_run(
+      [&](std::int64_t off, std::int64_t n, std::int64_t p) { acc[p] += chunk128(terms, off, n); });
   return std::vector<float>(acc.begin(), acc.end());
 }
 
@@ -140,25 +138,10 @@ inline std::vector<double> device_sums(const std::vector<float>& terms, const La
   return out;
 }
 
-/// The amax gradient's pairs (pair16: S = 8, G = 2) in the device's order, as floats.
+/// The amax gradient's terms (chunk128: S = 16, G = 8) in the device's order, as floats.
 inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
-  const std::vector<double> d = device_sums(terms, l, 8, 2);
+  const std::vector<double> d = device_sums(terms, l, 16, 8);
   return std::vector<float>(d.begin(), d.end());
-}
-
-/// chunk128 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 128-term chunk,
-/// term j of each 16-term block added in float32 to lane j, each chunk's lanes to double lanes,
-/// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1.
-inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n) {
-  double l[16] = {};
-  for (std::int64_t c = 0; c < n; c += 128) {
-    float f[16] = {};
-    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[off + i];
-    for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
-  }
-  for (int w = 8; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) l[j] += l[j + w];
-  return l[0];
 }
 
 /// The CUDA LSQ kernels' results, computed on the host with learnable_math.h, and the CPU's sums

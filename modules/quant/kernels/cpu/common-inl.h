@@ -26,7 +26,7 @@ using MF = hn::Mask<DF>;
 
 // The generic path is Highway's SCALAR (1 lane; GCC < 12.3 disables EMU128), else 8 or 16.
 constexpr std::int64_t kNF = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-static_assert(16 % kNF == 0, "pair16 needs vectors of at most 16 floats");
+static_assert(16 % kNF == 0, "chunk128 needs vectors of at most 16 floats");
 #if HWY_TARGET == HWY_SCALAR
 using DD = hn::Rebind<double, DF>;  // one double per float
 constexpr std::int64_t kND = 1;
@@ -61,6 +61,23 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #endif
 }
 
+/// a > b ? a : b and a < b ? a : b (NaN a or b: b; of +0 and -0: b), the semantics of x86's
+/// maxps / minps (one instruction); the other targets spell them out.
+HWY_INLINE VF GtOr(VF a, VF b) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return hn::Max(a, b);
+#else
+  return hn::IfThenElse(hn::Gt(a, b), a, b);
+#endif
+}
+HWY_INLINE VF LtOr(VF a, VF b) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return hn::Min(a, b);
+#else
+  return hn::IfThenElse(hn::Lt(a, b), a, b);
+#endif
+}
+
 /// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
 HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
 
@@ -72,43 +89,6 @@ HWY_INLINE void StoreMaskBytes(MF m, std::uint8_t* p) {
 }
 /// kNF mask bytes as int32 lanes.
 HWY_INLINE VI LoadBytes(const std::uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
-
-/// pair16 (kernels.h): of a 16-term block, terms j and j + 8 added in float32, the pair added to
-/// double lane j (8 lanes). Add takes the block's 16 / kNF vectors.
-struct Pair16 {
-  static constexpr std::int64_t kAcc = 8 / kND;
-  VD acc[kAcc];
-  Pair16() {
-    for (auto& a : acc) a = hn::Zero(DD());
-  }
-  HWY_INLINE void Add(const VF (&e)[16 / kNF]) {
-    const DD dd;
-#if HWY_TARGET == HWY_SCALAR
-    for (std::int64_t j = 0; j < 8; ++j)
-      acc[j] = hn::Add(acc[j], hn::PromoteTo(dd, hn::Add(e[j], e[j + 8])));
-#else
-    const hn::Half<DF> dh;
-    if constexpr (kNF == 16) {  // the halves of one vector
-      acc[0] =
-          hn::Add(acc[0], hn::PromoteTo(dd, hn::Add(hn::LowerHalf(dh, e[0]), hn::UpperHalf(dh, e[0]))));
-    } else {
-      for (std::int64_t k = 0; k < 8 / kNF; ++k) {
-        const VF p = hn::Add(e[k], e[k + 8 / kNF]);
-        acc[2 * k] = hn::Add(acc[2 * k], hn::PromoteTo(dd, hn::LowerHalf(dh, p)));
-        acc[2 * k + 1] = hn::Add(acc[2 * k + 1], hn::PromoteTo(dd, hn::UpperHalf(dh, p)));
-      }
-    }
-#endif
-  }
-  /// l[j] += l[j + w] for w = 4, 2, 1; returns l[0].
-  double Total() const {
-    double l[8];
-    for (std::int64_t j = 0; j < kAcc; ++j) hn::StoreU(acc[j], DD(), l + j * kND);
-    for (int w = 4; w >= 1; w /= 2)
-      for (int j = 0; j < w; ++j) l[j] += l[j + w];
-    return l[0];
-  }
-};
 
 /// chunk128 (kernels.h): term j of each 16-term block goes to float32 lane j (the block's
 /// kLanesV vectors); FlushLanes (once per chunk) adds the float lanes to double lanes d[j] and

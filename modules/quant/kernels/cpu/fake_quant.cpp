@@ -251,12 +251,9 @@ HWY_INLINE void AmaxStep(const float* x, float* y, std::uint8_t* m, const AmaxCo
                     hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(v, k.hi_x)), hn::Set(di, 2))),
              hn::IfThenElseZero(hn::RebindMask(di, hn::Le(v, k.lo_cmp)), hn::Set(di, 4)));
   hn::StoreU(hn::DemoteTo(du8, bits), du8, m);
-  VF c = hn::IfThenElse(hn::Gt(v, k.lo_x), v, k.lo_x);
-  c = hn::IfThenElse(hn::Lt(c, k.hi_x), c, k.hi_x);
+  const VF c = LtOr(GtOr(v, k.lo_x), k.hi_x);
   const VF q = RoundEven(hn::Mul(c, k.inv));
-  VF qc = hn::IfThenElse(hn::Gt(q, k.lo), q, k.lo);
-  qc = hn::IfThenElse(hn::Lt(qc, k.hi), qc, k.hi);
-  hn::StoreU(hn::Mul(qc, k.s), df, y);
+  hn::StoreU(hn::Mul(LtOr(GtOr(q, k.lo), k.hi), k.s), df, y);
 }
 
 void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
@@ -282,36 +279,41 @@ void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, f
   std::memcpy(mask + i, mb, n - i);
 }
 
-// 16 elements: dx = bit 1 ? 0 : dy; terms bit 2 ? dy : bit 4 ? -dy : 0
-HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx, Pair16& sum) {
+// 16 elements: dx = bit 1 ? 0 : dy; terms bit 2 ? dy : bit 4 ? -dy : 0, added to the float
+// lanes of chunk128 (kernels.h)
+HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx, VF (&lanes)[kLanesV]) {
   const DF df;
   const DI di;
-  VF e[16 / kNF];
-  for (std::int64_t k = 0; k < 16 / kNF; ++k) {
+  for (std::int64_t k = 0; k < kLanesV; ++k) {
     const VI bits = LoadBytes(m + k * kNF);
     const VF g = hn::LoadU(df, dy + k * kNF);
     const auto bit = [&](int b) {
       return hn::RebindMask(df, hn::Ne(hn::And(bits, hn::Set(di, b)), hn::Zero(di)));
     };
     hn::StoreU(hn::IfThenZeroElse(bit(1), g), df, dx + k * kNF);
-    e[k] = hn::IfThenElse(bit(2), g, hn::IfThenElseZero(bit(4), hn::Neg(g)));
+    lanes[k] = hn::Add(lanes[k], hn::IfThenElse(bit(2), g, hn::IfThenElseZero(bit(4), hn::Neg(g))));
   }
-  sum.Add(e);
 }
 
 double AmaxBackward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
-  Pair16 sum;
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) AmaxBackStep16(dy + i, mask + i, dx + i, sum);
-  if (i < n) {  // padded with zero terms
-    float gb[16] = {}, db[16];
-    std::uint8_t mb[16] = {};
-    std::memcpy(gb, dy + i, (n - i) * sizeof(float));
-    std::memcpy(mb, mask + i, n - i);
-    AmaxBackStep16(gb, mb, db, sum);
-    std::memcpy(dx + i, db, (n - i) * sizeof(float));
+  VF lanes[kLanesV];
+  for (auto& v : lanes) v = hn::Zero(DF());
+  double d[16] = {};
+  for (std::int64_t chunk = 0; chunk < n; chunk += 128) {
+    const std::int64_t end = std::min(n, chunk + 128);
+    std::int64_t i = chunk;
+    for (; i + 16 <= end; i += 16) AmaxBackStep16(dy + i, mask + i, dx + i, lanes);
+    if (i < end) {  // padded with zero terms
+      float gb[16] = {}, db[16];
+      std::uint8_t mb[16] = {};
+      std::memcpy(gb, dy + i, (end - i) * sizeof(float));
+      std::memcpy(mb, mask + i, end - i);
+      AmaxBackStep16(gb, mb, db, lanes);
+      std::memcpy(dx + i, db, (end - i) * sizeof(float));
+    }
+    FlushLanes(lanes, d);
   }
-  return sum.Total();
+  return FoldLanes(d);
 }
 
 }  // namespace qat::quant::kernels::HWY_NAMESPACE

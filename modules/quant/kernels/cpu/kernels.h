@@ -2,19 +2,14 @@
 // Internal: the float32 loops of quantization-aware training, runtime-dispatched (one build per
 // instruction set, framework/tensor/simd.h). Every path gives bit-identical results: the same
 // per-element float operations (no FMA contraction: these files build with -ffp-contract=off),
-// round half to even, and reductions in one fixed order (pair16 below).
+// round half to even, and reductions in one fixed order (chunk128 below).
 //
-// pair16: a run of n terms (padded with +0 to whole blocks of 16) is summed block by block: in
-// each block, terms j and j + 8 (j < 8) are added in float32 and the pair goes to double lane j
-// in index order; then the 8 lanes are combined pairwise (l += l + 4, l += l + 2, l += l + 1).
-// One float32 rounding per pair, as PyTorch's float32 sums have many: it halves the
-// float-to-double conversions, the cost of the sums on AVX2. Narrower vectors emulate the lanes.
-//
-// chunk128 (the LSQ sums): a run of n terms (padded with +0 to whole blocks of 16) is cut into
-// chunks of 128 from its start; in each chunk, term j of each block is added in float32 to lane
-// j (j < 16) in block order, and each lane's chunk sum goes to double lane j; then the 16 double
-// lanes are combined pairwise (w = 8, 4, 2, 1). At most 8 terms per float32 sum: the
-// conversions to double, the cost of the sums on AVX2, come once per 128 terms.
+// chunk128 (the LSQ and learnable-amax sums): a run of n terms (padded with +0 to whole blocks
+// of 16) is cut into chunks of 128 from its start; in each chunk, term j of each block is added
+// in float32 to lane j (j < 16) in block order, and each lane's chunk sum goes to double lane j;
+// then the 16 double lanes are combined pairwise (w = 8, 4, 2, 1). At most 8 terms per float32
+// sum: the conversions to double, the cost of the sums on AVX2, come once per 128 terms.
+// Narrower vectors emulate the lanes. The CUDA kernels add the same float32 partials.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -74,7 +69,7 @@ inline void lsq_combine(double a, double b, double z, float s, float gf, double*
 /// bit 2: signed and x <= -amax.
 void amax_forward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float amax,
                   bool is_signed, std::int64_t qmin, std::int64_t qmax);
-/// dx = bit 0 ? 0 : dy; returns pair16(bit 1 ? dy : bit 2 ? -dy : 0).
+/// dx = bit 0 ? 0 : dy; returns chunk128(bit 1 ? dy : bit 2 ? -dy : 0).
 double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n);
 
 /// FP8 fake quantization: v = x / scale; mask = [|v| <= max]; y = round_fp8(v) * scale, the

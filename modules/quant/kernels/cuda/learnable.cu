@@ -5,14 +5,14 @@
 // Reductions, no float atomics (the same bits on every run). The terms of a run (the CPU's runs:
 // per tensor the whole tensor, per channel each row of `inner` elements) form the CPU's float32
 // partial sums: a slot at run position p adds the terms at p, p + S, ..., (G of them, those
-// before the run's end) in float32 from +0, for the slots p with p % (S G) < S. The amax
-// gradient pairs terms as pair16 (S = 8, G = 2), LSQ's three sums as chunk128 (S = 16, G = 8)
-// (kernels/cpu/kernels.h). Range c's slots go to reduce_splits(m, len) blocks, each a
-// contiguous chunk of slots; in a block thread t sums slots t, t + 256, ... in order, in double,
-// then the block folds its 256 sums as a tree (l[t] += l[t + w], w = 128 ... 1) into one
-// partial; a second kernel folds range c's partials the same way (thread t: partials t, t + 256,
+// before the run's end) in float32 from +0, for the slots p with p % (S G) < S: chunk128
+// (kernels/cpu/kernels.h), S = 16 and G = 8, for the amax gradient and LSQ's three sums. Range c's slots
+// go to reduce_splits(m, len) blocks, each a contiguous chunk of slots; in a block thread t sums slots
+// t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t + w], w
+// = 128 ... 1) into one partial; a second kernel folds range c's partials the same way (thread t:
+// partials t, t + 256,
 // ...) and writes the gradients (LSQ: dscale = gf ((1/s) A) + B, dzero_point = Z). The CPU adds
-// the same float32 partials in double in another order (16 or 8 lanes per run, runs in order),
+// the same float32 partials in double in another order (16 lanes per run, runs in order),
 // so the parameter gradients agree with it within ~1e-7 relative (the tests ask 1e-6), not
 // bitwise; dx and the forward are bit-exact.
 #include <cstdint>
@@ -129,10 +129,10 @@ struct LsqGradOp {
   }
 };
 
-// Learnable amax backward: dx, then the damax terms (learnable_math.h amax_backward_one) in pairs.
+// Learnable amax backward: dx, then the damax terms (learnable_math.h amax_backward_one), chunk128.
 struct AmaxGradOp {
   static constexpr int kSums = 1;
-  static constexpr i64 kStride = 8, kGroup = 2;
+  static constexpr i64 kStride = 16, kGroup = 8;
   struct Range {};
   const float* __restrict__ dy;
   const std::uint8_t* __restrict__ mask;
