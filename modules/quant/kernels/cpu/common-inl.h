@@ -63,20 +63,13 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 
 /// a > b ? a : b and a < b ? a : b (NaN a or b: b; of +0 and -0: b), the semantics of x86's
 /// maxps / minps (one instruction); the other targets spell them out.
-HWY_INLINE VF GtOr(VF a, VF b) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return hn::Max(a, b);
+HWY_INLINE VF GtOr(VF a, VF b) { return hn::Max(a, b); }
+HWY_INLINE VF LtOr(VF a, VF b) { return hn::Min(a, b); }
 #else
-  return hn::IfThenElse(hn::Gt(a, b), a, b);
+HWY_INLINE VF GtOr(VF a, VF b) { return hn::IfThenElse(hn::Gt(a, b), a, b); }
+HWY_INLINE VF LtOr(VF a, VF b) { return hn::IfThenElse(hn::Lt(a, b), a, b); }
 #endif
-}
-HWY_INLINE VF LtOr(VF a, VF b) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return hn::Min(a, b);
-#else
-  return hn::IfThenElse(hn::Lt(a, b), a, b);
-#endif
-}
 
 /// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
 HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
