@@ -13,6 +13,7 @@
 #include "modules/quant/fake_quant.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 #include "modules/quant/kernels/cuda/kernels.h"
+#include "modules/quant/kernels/cuda/learnable_math.h"
 
 namespace qat::quant {
 
@@ -58,18 +59,16 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
 }
 
 // kernels::lsq_backward on a run of one element (no vector set-up; per-channel parameters along
-// the innermost axis have runs of one): chunk128 of one term is 0.0f + the term.
+// the innermost axis have runs of one): the terms of learnable_math.h (shared with CUDA), and
+// chunk128 of one term is 0.0f + the term.
 void lsq_grad_one(const float* x, const float* dy, float* dx, float s, float zp, std::int64_t qmin,
                   std::int64_t qmax, float gf, double& dscale, double& dzp) {
-  const float q = std::nearbyint(std::fma(*x, 1.0f / s, zp));
-  const bool not_below = q >= static_cast<float>(qmin),
-             inside = not_below && q <= static_cast<float>(qmax);
-  const float g = *dy;
-  *dx = inside ? g : 0.0f;
-  const float c = not_below ? static_cast<float>(qmax) - zp : static_cast<float>(qmin) - zp;
-  const float a = 0.0f + (inside ? g * ((q - zp) * s - *x) : 0.0f);
-  const float b = 0.0f + (inside ? 0.0f : g * c * gf), z = 0.0f + (inside ? 0.0f : g * (-1.0f * s) * gf);
-  kernels::lsq_combine(a, b, z, s, gf, &dscale, &dzp);
+  namespace lm = kernels::cuda::learnable;
+  const lm::LsqGrad k =
+      lm::lsq_grad_consts(s, zp, static_cast<float>(qmin), static_cast<float>(qmax), gf);
+  float a, b, z;
+  *dx = lm::lsq_grad_terms(*x, *dy, k, &a, &b, &z);
+  kernels::lsq_combine(0.0f + a, 0.0f + b, 0.0f + z, s, gf, &dscale, &dzp);
 }
 
 namespace kcuda = kernels::cuda;
