@@ -323,7 +323,8 @@ int main(int argc, char** argv) {
   set_num_threads(1);
   if (rows) return print_rows(torch);
   std::vector<cpu::Isa> paths{cpu::Isa::AVX2};
-  if (cpu::best_isa() != cpu::Isa::AVX2) paths.push_back(cpu::best_isa());
+  if (cpu::supports(cpu::Isa::AVX2_VNNI)) paths.push_back(cpu::Isa::AVX2_VNNI);
+  if (cpu::best_isa() != paths.back()) paths.push_back(cpu::best_isa());
   if (cpu::best_isa() < cpu::Isa::AVX2) paths = {cpu::best_isa()};
 
   // (a) kernel vs float GEMM

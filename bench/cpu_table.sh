@@ -3,7 +3,9 @@
 # this run, for the AVX2 path, the AVX-512 path and the best path this CPU has (QAT_CPU selects the kernels of the
 # same binary). 1 thread unless said otherwise. PyTorch runs on the same instruction set as each
 # path (bench/torch_env.sh caps oneDNN and ATen), as it would on a CPU without the sets above it.
-#   bench/cpu_table.sh [BUILD_DIR]    env: PATHS ("avx2 avx512 best"), EPOCHS (1), SKIP_DEMO=1
+# avx2_vnni (AVX2 with AVX-VNNI) differs from avx2 only in its int8 GEMM: its column has the int8
+# rows only. A listed path this CPU lacks is left out.
+#   bench/cpu_table.sh [BUILD_DIR]    env: PATHS ("avx2 avx2_vnni avx512 best"), EPOCHS (1), SKIP_DEMO=1
 set -euo pipefail
 build=${1:-build}
 epochs=${EPOCHS:-1}
@@ -12,12 +14,15 @@ have_torch=0
 if [ -f "$ref" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then have_torch=1; fi
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" <<<"$1" | tr -d '"'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2fx", a / b; else print "n/a" }'; }
-best=$(QAT_CPU= "$build/examples/mlp_qat" --mode fp32 --epochs 0 --test-limit 1 --json 2>/dev/null |
-       tail -n 1 | sed -n 's/.*"cpu": "\([a-z0-9_]*\)".*/\1/p')
-paths=${PATHS:-avx2 avx512 best}
+path_of() {  # path_of QAT_CPU -> the path the binary takes with it
+  QAT_CPU=$1 "$build/examples/mlp_qat" --mode fp32 --epochs 0 --test-limit 1 --json 2>/dev/null |
+    tail -n 1 | sed -n 's/.*"cpu": "\([a-z0-9_]*\)".*/\1/p'
+}
+best=$(path_of "")
+paths=${PATHS:-avx2 avx2_vnni avx512 best}
 paths=${paths//best/$best}
-# a path listed twice (best = avx2) runs once
-paths=$(tr ' ' '\n' <<<"$paths" | awk 'NF && !seen[$0]++' | tr '\n' ' ')
+# a path listed twice (best = avx2) runs once; one this CPU lacks not at all
+paths=$(for p in $paths; do [ "$(path_of "$p")" = "$p" ] && echo "$p"; done | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 cpu_model=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)
 echo "CPU: $cpu_model, $(nproc) cores; best kernel path: $best; paths measured: $paths"
 
@@ -33,6 +38,12 @@ torch_s() {  # torch_s MODEL MODE PATH -> seconds per epoch
 
 declare -A row
 for p in $paths; do
+  if [ "$p" = avx2_vnni ]; then  # the int8 rows only (every other kernel is avx2's)
+    while read -r _ key val rest; do
+      row[$key,$p]="$val $rest"
+    done < <(QAT_CPU=$p "$build/bench/bench_int8" --rows 2>/dev/null | grep '^ROW ')
+    continue
+  fi
   t_cnn_fp32=$(torch_s cnn fp32 "$p")
   t_cnn_qat=$(torch_s cnn qat "$p")
   cnn_fp32=$(field "$(ours cnn fp32 "$p")" train_s_per_epoch)

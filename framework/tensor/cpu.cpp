@@ -3,6 +3,9 @@
 #include <hwy/targets.h>
 
 #include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -12,13 +15,15 @@
 namespace qat::cpu {
 namespace {
 
-constexpr Isa kAll[] = {Isa::Generic, Isa::AVX2, Isa::AVX512, Isa::AVX512_VNNI};
+constexpr Isa kAll[] = {Isa::Generic, Isa::AVX2, Isa::AVX2_VNNI, Isa::AVX512, Isa::AVX512_VNNI};
 
 // The Highway target that serves each path; Generic is Highway's portable fallback (EMU128, or
-// SCALAR where Highway considers the compiler's EMU128 broken), always allowed.
+// SCALAR where Highway considers the compiler's EMU128 broken), always allowed. AVX2_VNNI is
+// Highway's AVX2 target whose int8 kernels read int8_avx_vnni().
 std::int64_t hwy_target(Isa isa) {
   switch (isa) {
     case Isa::AVX2:
+    case Isa::AVX2_VNNI:
       return HWY_AVX2;
     case Isa::AVX512:
       return HWY_AVX3;
@@ -38,6 +43,20 @@ std::int64_t real_targets() {
   }();
   return targets;
 }
+
+// AVX-VNNI (the VEX-encoded vpdpbusd on 128/256-bit vectors): CPUID leaf 7, sub-leaf 1, EAX bit 4
+// (Intel SDM vol. 2A, CPUID). The OS saves the ymm state wherever Highway's AVX2 target is usable.
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return (a >> 4) & 1u;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> g_int8_avx_vnni{false};
 
 struct State {
   std::mutex mu;
@@ -60,6 +79,7 @@ void apply(Isa isa) {
     if (static_cast<int>(i) <= static_cast<int>(isa)) allowed |= hwy_target(i);
   hwy::SetSupportedTargetsForTest(real_targets() & allowed);
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  g_int8_avx_vnni.store(isa == Isa::AVX2_VNNI, std::memory_order_relaxed);
 }
 
 void initialize_locked(State& s) {
@@ -71,11 +91,12 @@ void initialize_locked(State& s) {
     s.env = env;
     try {
       s.requested = parse_isa(env);
-      if (static_cast<int>(s.requested) > static_cast<int>(best))
-        std::cerr << "qat: QAT_CPU=" << env << " but this CPU supports at most " << isa_name(best)
-                  << "; using " << isa_name(best) << "\n";
-      else
-        s.current = s.requested;
+      s.current = Isa::Generic;  // the best supported path at or below the request
+      for (Isa i : kAll)
+        if (i <= s.requested && supports(i)) s.current = i;
+      if (s.current != s.requested)
+        std::cerr << "qat: QAT_CPU=" << env << " but this CPU lacks it (best " << isa_name(best)
+                  << "); using " << isa_name(s.current) << "\n";
     } catch (const Error& e) {
       std::cerr << "qat: ignoring QAT_CPU: " << e.what() << "\n";
     }
@@ -90,6 +111,8 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::AVX2:
       return "avx2";
+    case Isa::AVX2_VNNI:
+      return "avx2_vnni";
     case Isa::AVX512:
       return "avx512";
     case Isa::AVX512_VNNI:
@@ -103,22 +126,40 @@ Isa parse_isa(const std::string& name) {
   for (Isa i : kAll)
     if (name == isa_name(i)) return i;
   throw Error("cpu::parse_isa: unknown instruction set '" + name +
-              "' (expected generic, avx2, avx512 or avx512_vnni)");
+              "' (expected generic, avx2, avx2_vnni, avx512 or avx512_vnni)");
+}
+
+bool supports(Isa isa) {
+  const std::int64_t t = real_targets();
+  switch (isa) {
+    case Isa::Generic:
+      return true;
+    case Isa::AVX2_VNNI: {
+      static const bool vnni = cpu_has_avx_vnni();
+      return (t & HWY_AVX2) != 0 && vnni;
+    }
+    default:
+      return (t & hwy_target(isa)) != 0;
+  }
 }
 
 Isa best_isa() {
-  const std::int64_t t = real_targets();
-  if (t & HWY_AVX3_DL) return Isa::AVX512_VNNI;
-  if (t & HWY_AVX3) return Isa::AVX512;
-  if (t & HWY_AVX2) return Isa::AVX2;
-  return Isa::Generic;
+  Isa best = Isa::Generic;
+  for (Isa i : kAll)
+    if (supports(i)) best = i;
+  return best;
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
   for (Isa i : kAll)
-    if (static_cast<int>(i) <= static_cast<int>(best_isa())) out.push_back(i);
+    if (supports(i)) out.push_back(i);
   return out;
+}
+
+bool int8_avx_vnni() {
+  detail::ensure_initialized();
+  return g_int8_avx_vnni.load(std::memory_order_relaxed);
 }
 
 Isa isa() {
@@ -136,10 +177,9 @@ Isa requested_isa() {
 }
 
 void set_isa(Isa isa) {
-  const Isa best = best_isa();
-  if (static_cast<int>(isa) > static_cast<int>(best))
+  if (!supports(isa))
     throw Error(std::string("cpu::set_isa: this CPU does not support '") + isa_name(isa) +
-                "' (best: " + isa_name(best) + ")");
+                "' (best: " + isa_name(best_isa()) + ")");
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   initialize_locked(s);

@@ -3,41 +3,52 @@
 //
 // Every SIMD kernel (framework/kernels/cpu, modules/quant/kernels/cpu) is compiled once per
 // instruction set with Highway (hwy/foreach_target.h); at the first call the best set this CPU
-// supports is chosen. `QAT_CPU=generic|avx2|avx512|avx512_vnni` in the environment, or
+// supports is chosen. `QAT_CPU=generic|avx2|avx2_vnni|avx512|avx512_vnni` in the environment, or
 // cpu::set_isa(), forces a lower one (tests run every path the machine has this way).
 #include <string>
 #include <vector>
 
 namespace qat::cpu {
 
-/// Kernel paths, from the portable fallback up. Each includes the ones below it.
+/// Kernel paths, from the portable fallback up. Each includes Generic and AVX2; AVX2_VNNI is
+/// not a part of the AVX-512 paths (Skylake-X and Ice Lake have AVX-512 but not AVX-VNNI), so a
+/// CPU may support AVX512 without AVX2_VNNI: supported_isas() lists what it really has.
 enum class Isa {
   Generic = 0,     ///< portable C++ (Highway EMU128, or SCALAR with GCC < 12.3): any CPU
   AVX2 = 1,        ///< AVX2 + FMA (Haswell, Zen 1-3)
-  AVX512 = 2,      ///< AVX-512 F/BW/DQ/VL (Skylake-X)
-  AVX512_VNNI = 3  ///< AVX-512 with VNNI, VBMI2, ... (Ice Lake, Zen 4): int8 dot products
+  AVX2_VNNI = 2,   ///< AVX2 + AVX-VNNI (Alder Lake, Zen 5): the AVX2 kernels, int8 by vpdpbusd ymm
+  AVX512 = 3,      ///< AVX-512 F/BW/DQ/VL (Skylake-X)
+  AVX512_VNNI = 4  ///< AVX-512 with VNNI, VBMI2, ... (Ice Lake, Zen 4): int8 dot products
 };
 
-/// "generic", "avx2", "avx512", "avx512_vnni".
+/// "generic", "avx2", "avx2_vnni", "avx512", "avx512_vnni".
 const char* isa_name(Isa isa);
 /// Parses a name as isa_name writes it; throws qat::Error naming the value otherwise.
 Isa parse_isa(const std::string& name);
 
 /// The best path this CPU supports.
 Isa best_isa();
-/// The paths this CPU supports, Generic first.
+/// The paths this CPU supports, Generic first, in the order of the enum.
 std::vector<Isa> supported_isas();
-/// The path the kernels run now: QAT_CPU if set (capped at best_isa(), with one warning on
-/// stderr when capped or unknown), else best_isa(); or what set_isa() chose last.
+/// Whether this CPU supports `isa`.
+bool supports(Isa isa);
+/// The path the kernels run now: QAT_CPU if set (else best_isa()), lowered to the best supported
+/// path at or below it with one warning on stderr (or unknown: ignored, with a warning); or
+/// what set_isa() chose last.
 Isa isa();
-/// Forces `isa` for every kernel called from now on; throws qat::Error if this CPU lacks it.
+/// Whether the int8 kernels on the AVX2 path multiply with AVX-VNNI (isa() == AVX2_VNNI); a
+/// lock-free read for the kernels.
+bool int8_avx_vnni();
+/// Forces `isa` for every kernel called from now on; throws qat::Error if this CPU lacks it
+/// (supports(isa) is false).
 void set_isa(Isa isa);
 /// What QAT_CPU asks for (best_isa() when unset or unknown), before capping.
 Isa requested_isa();
 /// One line for logs and benchmarks, e.g. "avx2 (best avx512_vnni, QAT_CPU=avx2)".
 std::string describe();
 
-/// Highway's name of the kernel set that runs now ("SCALAR"/"EMU128", "AVX2", "AVX3", "AVX3_DL").
+/// Highway's name of the kernel set that runs now ("SCALAR"/"EMU128", "AVX2", "AVX3", "AVX3_DL";
+/// AVX2_VNNI runs Highway's AVX2 set).
 std::string kernel_target();
 
 /// Sets an instruction set for a scope and restores the previous one.

@@ -307,8 +307,10 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(cpu_dispatch)
 
 BOOST_AUTO_TEST_CASE(isa_names_round_trip_and_bad_names_are_named) {
-  for (cpu::Isa i : {cpu::Isa::Generic, cpu::Isa::AVX2, cpu::Isa::AVX512, cpu::Isa::AVX512_VNNI})
+  for (cpu::Isa i :
+       {cpu::Isa::Generic, cpu::Isa::AVX2, cpu::Isa::AVX2_VNNI, cpu::Isa::AVX512, cpu::Isa::AVX512_VNNI})
     BOOST_TEST(static_cast<int>(cpu::parse_isa(cpu::isa_name(i))) == static_cast<int>(i));
+  BOOST_TEST(std::string(cpu::isa_name(cpu::Isa::AVX2_VNNI)) == "avx2_vnni");
   BOOST_CHECK_EXCEPTION(cpu::parse_isa("avx9"), Error, [](const Error& e) {
     const std::string m = e.what();
     return m.find("cpu::parse_isa") != std::string::npos && m.find("'avx9'") != std::string::npos;
@@ -321,10 +323,13 @@ BOOST_AUTO_TEST_CASE(every_supported_path_runs_its_own_kernels) {
   BOOST_TEST(static_cast<int>(supported.front()) == static_cast<int>(cpu::Isa::Generic));
   BOOST_TEST(static_cast<int>(supported.back()) == static_cast<int>(cpu::best_isa()));
   const cpu::Isa before = cpu::isa();
-  // Generic is Highway's portable target: EMU128, or SCALAR where the compiler breaks EMU128
-  const char* expected[] = {"", "AVX2", "AVX3", "AVX3_DL"};
-  test::for_each_isa([&](cpu::Isa isa) {
+  for (cpu::Isa i : supported) BOOST_TEST(cpu::supports(i));
+  // Generic is Highway's portable target: EMU128, or SCALAR where the compiler breaks EMU128;
+  // AVX2_VNNI is the AVX2 target with its int8 GEMM on AVX-VNNI
+  const char* expected[] = {"", "AVX2", "AVX2", "AVX3", "AVX3_DL"};
+  test::for_each_int8_isa([&](cpu::Isa isa) {
     BOOST_TEST(static_cast<int>(cpu::isa()) == static_cast<int>(isa));
+    BOOST_TEST(cpu::int8_avx_vnni() == (isa == cpu::Isa::AVX2_VNNI));
     const std::string target = cpu::kernel_target();
     if (isa == cpu::Isa::Generic)
       BOOST_TEST((target == "EMU128" || target == "SCALAR"), "generic path runs " << target);
@@ -335,9 +340,14 @@ BOOST_AUTO_TEST_CASE(every_supported_path_runs_its_own_kernels) {
 }
 
 BOOST_AUTO_TEST_CASE(a_path_the_cpu_lacks_is_refused) {
-  if (cpu::best_isa() == cpu::Isa::AVX512_VNNI) return;  // nothing above the best to ask for
-  const auto above = static_cast<cpu::Isa>(static_cast<int>(cpu::best_isa()) + 1);
-  BOOST_CHECK_THROW(cpu::set_isa(above), Error);
+  for (cpu::Isa i : {cpu::Isa::AVX2, cpu::Isa::AVX2_VNNI, cpu::Isa::AVX512, cpu::Isa::AVX512_VNNI}) {
+    if (cpu::supports(i)) continue;
+    BOOST_CHECK_EXCEPTION(cpu::set_isa(i), Error, [&](const Error& e) {
+      const std::string m = e.what();
+      return m.find("cpu::set_isa") != std::string::npos &&
+             m.find(std::string("'") + cpu::isa_name(i) + "'") != std::string::npos;
+    });
+  }
 }
 
 BOOST_AUTO_TEST_CASE(kernels_agree_on_every_path) {

@@ -184,7 +184,8 @@ BOOST_AUTO_TEST_CASE(cnn_with_folded_batch_norm_agrees) {
       BOOST_TEST(agree >= 0.995, preset << (bn ? " cnn-bn" : " cnn") << " agreement " << agree);
       NoGradGuard ng;
       const auto want = q->forward(x).to_vector<float>();
-      qat::test::for_each_isa([&](cpu::Isa) { BOOST_TEST(q->forward(x).to_vector<float>() == want); });
+      qat::test::for_each_int8_isa(
+          [&](cpu::Isa) { BOOST_TEST(q->forward(x).to_vector<float>() == want); });
     }
 }
 
@@ -209,7 +210,7 @@ BOOST_AUTO_TEST_CASE(channels_last_region_is_bit_identical_to_nchw) {
     Generator gen(18);
     const Tensor x = Tensor::uniform(Shape{37, 2, 8, 8}, 0, 1, gen);
     NoGradGuard ng;
-    qat::test::for_each_isa([&](cpu::Isa) {
+    qat::test::for_each_int8_isa([&](cpu::Isa) {
       conv1->set_layout(false, true);
       conv2->set_layout(true, true);
       pool->set_channels_last(true);

@@ -20,7 +20,7 @@
 
 using namespace qat;
 using namespace qat::quant;
-using qat::test::for_each_isa;
+using qat::test::for_each_int8_isa;
 
 namespace {
 using U8 = std::vector<std::uint8_t>;
@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
         const bool relu = (seed % 2) == 0;
         const Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
         const U8 want = reference(p);
-        for_each_isa([&](cpu::Isa) {
+        for_each_int8_isa([&](cpu::Isa) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
                                   << kind) {
             U8 got(p.N * p.O);
@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
   U8 xs(p.N * ldx, 0xAB);
   for (std::int64_t n = 0; n < p.N; ++n) std::copy_n(&p.x[n * p.K], p.K, &xs[n * ldx]);
   const int threads = get_num_threads();
-  for_each_isa([&](cpu::Isa) {
+  for_each_int8_isa([&](cpu::Isa) {
     const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K);
     BOOST_TEST(w.usable());
     for (int t : {1, 2, 3}) {
@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(narrow_inputs_match_reference_on_every_path) {
         Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
         for (auto& v : p.x) v = static_cast<std::uint8_t>(kind == 2 ? (v ? 127 : 0) : v / 2);
         const U8 want = reference(p);
-        for_each_isa([&](cpu::Isa) {
+        for_each_int8_isa([&](cpu::Isa) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
                                   << kind) {
             const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(narrow_packing_adds_the_excess_of_wide_inputs) {
         }
         if (density == 0.0) p.x[p.x.size() / 2] = 128;  // just one, of the smallest excess
         const U8 want = reference(p);
-        for_each_isa([&](cpu::Isa isa) {
+        for_each_int8_isa([&](cpu::Isa isa) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " density " << density
                                   << " kind " << kind << " path " << cpu::isa_name(isa)) {
             const int8::PackedWeights w = int8::pack_weights(p.w.data(), p.O, p.K, true);
@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(quads_pay_while_wide_inputs_are_rare) {
   BOOST_TEST(!int8::all_narrow(x.data(), 1000));
   BOOST_TEST(int8::all_narrow(x.data(), 3));
   const std::int64_t n = 100 * int8::kQuadsPayGemm, nc = 100 * int8::kQuadsPayConv;
-  for_each_isa([&](cpu::Isa isa) {
+  for_each_int8_isa([&](cpu::Isa isa) {
     const bool faster = isa == cpu::Isa::AVX2 || isa == cpu::Isa::AVX512;
     BOOST_TEST(int8::narrow_is_faster() == faster);
     BOOST_TEST(int8::quads_pay(0, n) == faster);
@@ -295,8 +295,19 @@ BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
     cpu::IsaGuard g(cpu::Isa::AVX2);
     w = int8::pack_weights(p.w.data(), p.O, p.K);
   }
-  cpu::IsaGuard g(cpu::Isa::Generic);  // quads, AVX2 packs pairs
   U8 y(8);
+  {
+    cpu::IsaGuard g(cpu::Isa::Generic);  // quads, AVX2 packs pairs
+    BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4), Error);
+  }
+  if (!cpu::supports(cpu::Isa::AVX2_VNNI)) return;
+  {
+    cpu::IsaGuard g(cpu::Isa::AVX2_VNNI);  // the same Highway target as AVX2, but quads
+    BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4), Error);
+    w = int8::pack_weights(p.w.data(), p.O, p.K);
+    int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4);
+  }
+  cpu::IsaGuard g(cpu::Isa::AVX2);
   BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4), Error);
 }
 
@@ -308,7 +319,7 @@ BOOST_AUTO_TEST_CASE(cols_match_reference) {
   U8 want(p.O * p.N);
   int8::gemm_u8s8_cols_reference(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.rq,
                                  want.data());
-  for_each_isa([&](cpu::Isa) {
+  for_each_int8_isa([&](cpu::Isa) {
     U8 got(p.O * p.N);
     int8::gemm_u8s8_cols(p.w.data(), p.sums.data(), p.O, p.K, col.data(), p.N, p.zx, p.rq, got.data());
     BOOST_TEST(mismatches(got, want) == 0);
@@ -432,7 +443,7 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
             want_pooled.push_back(std::max({t[0], t[1], t[Wo], t[Wo + 1]}));
           }
       const int threads = get_num_threads();
-      for_each_isa([&](cpu::Isa) {
+      for_each_int8_isa([&](cpu::Isa) {
         // Always: quads with the excess for every input (dense, and a border zero point above
         // 127) where pairs would be chosen; Never: pairs
         for (const auto& [t, policy] : {std::pair{1, int8::QuadsPolicy::Auto},
@@ -527,7 +538,7 @@ BOOST_AUTO_TEST_CASE(max_pool_matches_reference) {
           want[(pl * Ho + oh) * Wo + ow] = static_cast<std::uint8_t>(best);
         }
     QuantizedMaxPool2d pool(cs.p);
-    for_each_isa([&](cpu::Isa) {
+    for_each_int8_isa([&](cpu::Isa) {
       const Tensor y = pool.forward(x);
       BOOST_TEST(y.shape() == (Shape{cs.N, cs.C, Ho, Wo}));
       const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
@@ -550,7 +561,7 @@ BOOST_AUTO_TEST_CASE(transpose_and_dequantize_match_plain_loops) {
     U8 want(cols * ldd, 0xEE);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) want[c * ldd + r] = src[r * lds + c];
-    for_each_isa([&](cpu::Isa) {
+    for_each_int8_isa([&](cpu::Isa) {
       U8 got(cols * ldd, 0xEE);
       int8::kernels::transpose_u8(src.data(), rows, cols, lds, got.data(), ldd);
       BOOST_TEST(mismatches(got, want) == 0, "transpose " << rows << " x " << cols);
@@ -563,7 +574,7 @@ BOOST_AUTO_TEST_CASE(transpose_and_dequantize_match_plain_loops) {
   std::vector<float> want(q.numel());
   for (std::int64_t i = 0; i < q.numel(); ++i)
     want[i] = static_cast<float>(q.data<std::uint8_t>()[i] - 77) * 0.0371f;
-  for_each_isa([&](cpu::Isa) {
+  for_each_int8_isa([&](cpu::Isa) {
     const Tensor y = Dequantize().forward(q);
     std::int64_t bad = 0;
     for (std::int64_t i = 0; i < q.numel(); ++i) bad += y.data<float>()[i] != want[i];

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/simd.h"
 
 // x86 intrinsics on AVX2 / AVX3 / AVX3_DL; plain loops on every other target (EMU128, SCALAR)
@@ -34,7 +35,12 @@ constexpr PackFormat kNative = PackFormat::Quads;
 constexpr PackFormat kNative = PackFormat::Pairs;
 #endif
 
-int PackFormatImpl(bool narrow) { return static_cast<int>(narrow ? PackFormat::Quads : kNative); }
+int PackFormatImpl(bool narrow) {
+#if HWY_TARGET == HWY_AVX2
+  if (cpu::int8_avx_vnni()) return static_cast<int>(PackFormat::Quads);  // avx_vnni below
+#endif
+  return static_cast<int>(narrow ? PackFormat::Quads : kNative);
+}
 
 // Copies rows [r, r + rows) of x into the scratch as the micro-kernel reads them: `steps` groups
 // of 4 bytes per row (quads: 4 x u8, min(x, 127) with kClamp; pairs: 2 x u16 widened), K padded
@@ -200,146 +206,30 @@ HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
 
 constexpr std::int64_t kLanes = kBlock / kVecs;
 
-// One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
-// quads of inputs in [0, 127] on a target whose native format is pairs; kExcess: then the
-// excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output (GemmArgs::pool).
-template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
-HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
-                     std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
-                     std::int64_t rows_valid, const Excess* const* ex, const std::int64_t* nex) {
-  constexpr int V = NB * kVecs;
-  const Vec ones = ones16();
-  Vec acc[MR][V];
-  for (int v = 0; v < V; ++v) {
-    const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
-    for (int i = 0; i < MR; ++i) acc[i][v] = init;
-  }
-  const std::uint8_t* const w0 = g.w + b * g.steps * kStepBytes;
-  const std::uint8_t* __restrict w = w0;
-  const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
-  for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
-    const std::int64_t off = poff[p];
-    const std::uint8_t* a[MR];
-    for (int i = 0; i < MR; ++i) a[i] = ap[i] + off;
-#pragma GCC unroll 4
-    for (std::int64_t s = 0; s < psteps; ++s) {
-      Vec bv[V];
-      for (int j = 0; j < NB; ++j)
-        for (int u = 0; u < kVecs; ++u)
-          bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
-      for (int i = 0; i < MR; ++i) {
-        const Vec av = bcast(a[i] + s * 4);
-        for (int v = 0; v < V; ++v)
-          acc[i][v] = kNarrow ? dot7(acc[i][v], av, bv[v], ones) : dot(acc[i][v], av, bv[v]);
-      }
-    }
-  }
-  if constexpr (kExcess) {  // + e . w for each quad with a byte above 127 (int8_gemm.h)
-#pragma GCC unroll 8
-    for (std::int64_t i = 0; i < MR; ++i)
-      for (std::int64_t e = 0; e < nex[i]; ++e) {
-        const Vec av = set32(static_cast<std::int32_t>(ex[i][e].quad));
-        const std::uint8_t* ws = w0 + ex[i][e].step * kStepBytes;
-        for (int j = 0; j < NB; ++j)
-          for (int u = 0; u < kVecs; ++u)
-            acc[i][j * kVecs + u] =
-                dot7(acc[i][j * kVecs + u], av, load(ws + j * wstride + u * (kStepBytes / kVecs)), ones);
-      }
-  }
-  // output stage
-  for (int j = 0; j < NB; ++j) {
-    const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
-    const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);
-    const Vec zp = set32(g.zp);
-    // a constant trip count with an exit keeps the accumulators in registers (a loop bound
-    // by rows_valid indexes them at run time, which puts them on the stack)
-    constexpr std::int64_t kStep = kPool ? kPoolWindow : 1;
-    static_assert(MR % kStep == 0);
-#pragma GCC unroll 8
-    for (std::int64_t i = 0; i < MR; i += kStep) {
-      if (i >= rows_valid) break;
-      Vec out[kVecs];
-      for (int u = 0; u < kVecs; ++u) {
-        const std::int64_t c = c0 + u * kLanes;
-        Vec sum = acc[i][j * kVecs + u];
-        if constexpr (kPool)
-          sum = max32(max32(sum, acc[i + 1][j * kVecs + u]),
-                      max32(acc[i + 2][j * kVecs + u], acc[i + 3][j * kVecs + u]));
-        out[u] = requant(sum, g.scale + c, g.bias + c, inv, lo, hi, zp);
-      }
-      store_bytes(g.y + (row + i) / kStep * g.ldy + c0, out, n);
-    }
-  }
-}
+#include "modules/quant/kernels/cpu/int8_tile-inl.h"  // tile, gemm_rows, gemm_rows_of_format
 
-template <PackFormat kFormat, bool kExcess, bool kPool>
-void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
-               void* scratch) {
-  constexpr bool kNarrow = kFormat != kNative;
-  static_assert(kNarrow || !kExcess);
-  // pooled: whole windows per tile (AVX2's 6-row pairs tile becomes 4 rows)
-  constexpr std::int64_t kMRFree = kNarrow ? kMR7 : kMR;
-  constexpr std::int64_t MR = kPool && kMRFree % kPoolWindow != 0 ? kPoolWindow : kMRFree;
-  static_assert(kRowBlock % MR == 0);
-  auto* s = static_cast<std::uint8_t*>(scratch);
-  const std::int64_t astride = g.steps * 4;
-  const std::int64_t zero = 0;
-  const std::int64_t* poff = g.row_off ? g.piece_off : &zero;
-  const std::int64_t pieces = g.row_off ? g.pieces : 1, psteps = g.row_off ? g.piece_steps : g.steps;
-  // implicit: A from the clamped copy with kExcess
-  const std::uint8_t* const xa = kExcess && g.row_off ? g.x_narrow : g.x;
-  const std::uint8_t* ap[kRowBlock];
-  const Excess* ex[kRowBlock];
-  std::int64_t nex[kRowBlock] = {};
-  for (std::int64_t r = r0; r < r1; r += kRowBlock) {
-    const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
-    const auto src = [&](std::int64_t i) {  // the convolution row of tile row i (kPool: mapped)
-      const std::int64_t m = r + (i < rows ? i : rows - 1);
-      return g.row_map ? g.row_map[m] : m;
-    };
-    if (g.row_off) {  // rows past the end repeat the last one (their outputs are not stored)
-      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = xa + g.row_off[src(i)];
-    } else {
-      fill_rows<kFormat, kExcess>(g, r, rows, rows_pad, s);
-      for (std::int64_t i = 0; i < rows_pad; ++i) ap[i] = s + i * astride;
-    }
-    if constexpr (kExcess) {
-      for (std::int64_t i = 0; i < rows_pad; ++i) {
-        const std::int64_t m = src(i);
-        ex[i] = g.ex + (i < rows ? g.ex_row[m] : 0);
-        nex[i] = i < rows ? g.ex_row[m + 1] - g.ex_row[m] : 0;
-      }
-    }
-    // a tile's rows stay in L1 while the weight blocks stream past them
-    for (std::int64_t t = 0; t < rows_pad; t += MR) {
-      const std::int64_t valid = rows - t < MR ? rows - t : MR;
-      for (std::int64_t b = b0; b < b1; b += kNB) {
-        if (b + kNB <= b1)
-          tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid,
-                                                 ex + t, nex + t);
-        else
-          tile<1, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
-                                               nex + t);
-      }
-    }
-  }
-}
-
-template <bool kPool>
-void gemm_rows_of_format(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0,
-                         std::int64_t b1, void* scratch) {
-  if constexpr (kNative == PackFormat::Pairs) {
-    if (g.format == PackFormat::Quads) {
-      if (g.ex_row) return gemm_rows<PackFormat::Quads, true, kPool>(g, r0, r1, b0, b1, scratch);
-      return gemm_rows<PackFormat::Quads, false, kPool>(g, r0, r1, b0, b1, scratch);
-    }
-  }
-  gemm_rows<kNative, false, kPool>(g, r0, r1, b0, b1, scratch);
-}
+#if HWY_TARGET == HWY_AVX2
+// AVX-VNNI (Alder Lake, Zen 5): the same tiles on quads, multiplied by the VEX vpdpbusd on ymm,
+// exact like AVX512_VNNI's (u8 x s8 quads summed into int32, no int16 step). Chosen at run time
+// by cpu::int8_avx_vnni() (the avx2_vnni path); the rest of the AVX2 target is unchanged.
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+namespace avx_vnni {
+constexpr PackFormat kNative = PackFormat::Quads;
+HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+#include "modules/quant/kernels/cpu/int8_tile-inl.h"  // IWYU pragma: keep
+}  // namespace avx_vnni
+#pragma GCC pop_options
+#endif
 
 void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                    void* scratch) {
+#if HWY_TARGET == HWY_AVX2
+  if (cpu::int8_avx_vnni()) {  // quads only (PackFormatImpl; gemm_u8s8_packed checks the packing)
+    if (g.pool) return avx_vnni::gemm_rows_of_format<true>(g, r0, r1, b0, b1, scratch);
+    return avx_vnni::gemm_rows_of_format<false>(g, r0, r1, b0, b1, scratch);
+  }
+#endif
   if (g.pool) return gemm_rows_of_format<true>(g, r0, r1, b0, b1, scratch);
   gemm_rows_of_format<false>(g, r0, r1, b0, b1, scratch);
 }

@@ -4,8 +4,8 @@
 //
 // Packed weights: output channels in blocks of 16, K padded with zero weights, one 64-byte
 // "step" per block and group of k:
-//   quads (generic, AVX512_VNNI):  step s of block b = [16 channels][4 x int8], k = 4s..4s+3
-//   pairs (AVX2, AVX512):          step s of block b = [16 channels][2 x int16], k = 2s, 2s+1
+//   quads (generic, AVX2_VNNI, AVX512_VNNI):  step s of block b = [16 channels][4 x int8], k = 4s..4s+3
+//   pairs (AVX2, AVX512):                     step s of block b = [16 channels][2 x int16], k = 2s, 2s+1
 // (pairs are widened at pack time so that vpmaddwd multiplies exactly: u8 x s8 products summed
 // in pairs reach 2 * 255 * 128 > 32767, which vpmaddubsw would saturate).
 // Narrow inputs (every activation in [0, 127], e.g. PyTorch fbgemm's reduce_range) use quads on
