@@ -43,7 +43,7 @@ BOOST_AUTO_TEST_CASE(reference_by_hand) {
   float y = 0, want = (14.0f * 0.5f + 0.0f * 0.25f) * 0.1f + 1.0f;
   int8::linear_dynamic_reference(x, 1, 3, 3, zp, rs, w, ws, 1, 2, bias, false, &y, 1);
   BOOST_TEST(y == want);
-  for_each_isa([&](cpu::Isa) {
+  for_each_int8_isa([&](cpu::Isa) {
     const int8::GroupedWeights p = int8::pack_grouped(w, ws, 1, 3, 2);
     float yk = 0;
     int8::linear_dynamic(x, 1, 3, zp, rs, p, bias, false, &yk, 1);
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(kernel_matches_reference_on_every_path) {
         int8::linear_dynamic_reference(x.data(), c.M, c.K, ldx, zp.data(), rs.data(), w.data(),
                                        ws.data(), c.O, c.group, relu ? bias.data() : nullptr, relu != 0,
                                        want.data(), ldy);
-        for_each_isa([&](cpu::Isa) {
+        for_each_int8_isa([&](cpu::Isa) {
           const int8::GroupedWeights p = int8::pack_grouped(w.data(), ws.data(), c.O, c.K, c.group);
           for (int threads : {1, 2}) {
             set_num_threads(threads);
@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(convert_matches_fake_quant_and_round_trips) {
       fresh->eval();
       BOOST_TEST(fresh->forward(x).to_vector<float>() == got.to_vector<float>(), tt::per_element());
       // every path gives the same bits
-      for_each_isa([&](cpu::Isa) {
+      for_each_int8_isa([&](cpu::Isa) {
         BOOST_TEST(model->forward(x).to_vector<float>() == got.to_vector<float>(), tt::per_element());
       });
     }

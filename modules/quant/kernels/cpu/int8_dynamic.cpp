@@ -1,10 +1,10 @@
 // The grouped int8 GEMM of int8_dynamic.h, compiled once per instruction set (-ffp-contract=off).
 // A tile is MR rows x NB blocks of 16 output channels. Per group the int32 accumulators start
 // at 0 and add (x - zp) w products of int16 pairs (the int8 weight pairs sign-extended as loaded)
-// (vpmaddwd on AVX2 / AVX-512, vpdpwssd on AVX-512 VNNI: exact, |x - zp| <= 255 and |w| <= 128); at the
-// group's end they are converted to float and added, times the group's weight scales, to the tile's
-// float sums. The float part is one plain loop shared by every path, so the bits do not depend on the
-// path.
+// (vpmaddwd on AVX2 / AVX-512, vpdpwssd on AVX-VNNI and AVX-512 VNNI: exact, |x - zp| <= 255 and |w| <=
+// 128); at the group's end they are converted to float and added, times the group's weight scales, to
+// the tile's float sums. The float part is one plain loop shared by every path, so the bits do not
+// depend on the path.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/int8_dynamic.cpp"
 #include "modules/quant/int8_dynamic.h"
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/simd.h"
 
 #undef QAT_INT8_X86
@@ -142,62 +143,25 @@ HWY_INLINE void store_tile(const DynArgs& a, std::int64_t r, std::int64_t rows, 
   }
 }
 
-// One tile: rows [r, r + rows) (their int16 values in s) x NB blocks from block b.
-template <int NB>
-HWY_INLINE void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::int64_t b,
-                     const std::int16_t* __restrict s) {
-  constexpr std::int64_t W = NB * kBlock;
-  alignas(64) std::int32_t acc_mem[kMR * W];
-  alignas(64) float sum[kMR * W] = {};
-  alignas(64) float ws[W];
-  const std::int64_t stride = a.groups * a.steps * 2, block_pairs = a.groups * a.steps * kBlock;
-  for (std::int64_t g = 0; g < a.groups; ++g) {
-#if QAT_INT8_X86
-    Vec acc[kMR][NB * kVecs];
-    for (std::int64_t i = 0; i < kMR; ++i)
-      for (int j = 0; j < NB * kVecs; ++j) acc[i][j] = zero();
-    for (std::int64_t st = 0; st < a.steps; ++st) {
-      Vec w[NB * kVecs];
-      for (int nb = 0; nb < NB; ++nb)
-        for (int v = 0; v < kVecs; ++v)
-          w[nb * kVecs + v] = load_w(a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2 +
-                                     v * kWeightBytes);
-      for (std::int64_t i = 0; i < kMR; ++i) {
-        const Vec x = bcast(s + i * stride + (g * a.steps + st) * 2);
-        for (int j = 0; j < NB * kVecs; ++j) acc[i][j] = dot(acc[i][j], x, w[j]);
-      }
-    }
-    for (std::int64_t i = 0; i < kMR; ++i)
-      for (int j = 0; j < NB * kVecs; ++j) store(acc_mem + i * W + j * (kBlock / kVecs), acc[i][j]);
-#else
-    for (std::int64_t i = 0; i < kMR * W; ++i) acc_mem[i] = 0;
-    for (std::int64_t st = 0; st < a.steps; ++st)
-      for (std::int64_t i = 0; i < kMR; ++i) {
-        const std::int16_t* x = s + i * stride + (g * a.steps + st) * 2;
-        for (int nb = 0; nb < NB; ++nb) {
-          const std::int8_t* w = a.w + ((b + nb) * block_pairs + (g * a.steps + st) * kBlock) * 2;
-          for (std::int64_t c = 0; c < kBlock; ++c)
-            acc_mem[i * W + nb * kBlock + c] += x[0] * w[2 * c] + x[1] * w[2 * c + 1];
-        }
-      }
+#include "modules/quant/kernels/cpu/int8_dynamic_tile-inl.h"  // tile, dyn_range
+
+#if HWY_TARGET == HWY_AVX2
+// AVX-VNNI (the avx2_vnni path): the same tile, the int16 pairs multiplied and added by the VEX
+// vpdpwssd on ymm (one instruction for vpmaddwd + vpaddd, the same int32 sums).
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+namespace avx_vnni {
+HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+#include "modules/quant/kernels/cpu/int8_dynamic_tile-inl.h"  // IWYU pragma: keep
+}  // namespace avx_vnni
+#pragma GCC pop_options
 #endif
-    for (int nb = 0; nb < NB; ++nb)
-      for (std::int64_t c = 0; c < kBlock; ++c)
-        ws[nb * kBlock + c] = a.ws[((b + nb) * a.groups + g) * kBlock + c];
-    add_group(acc_mem, ws, W, sum);
-  }
-  store_tile(a, r, rows, b * kBlock, W, sum);
-}
 
 void DynRangeImpl(const DynArgs& a, std::int64_t r0, std::int64_t r1, std::int16_t* scratch) {
-  const std::int64_t blocks = (a.O + kBlock - 1) / kBlock;
-  for (std::int64_t r = r0; r < r1; r += kMR) {
-    const std::int64_t rows = std::min(kMR, r1 - r);
-    fill_rows(a, r, rows, scratch);
-    std::int64_t b = 0;
-    for (; b + kNB <= blocks; b += kNB) tile<kNB>(a, r, rows, b, scratch);
-    for (; b < blocks; ++b) tile<1>(a, r, rows, b, scratch);
-  }
+#if HWY_TARGET == HWY_AVX2
+  if (cpu::int8_avx_vnni()) return avx_vnni::dyn_range(a, r0, r1, scratch);
+#endif
+  dyn_range(a, r0, r1, scratch);
 }
 
 std::int64_t RowTileImpl() { return kMR; }
