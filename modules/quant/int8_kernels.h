@@ -50,8 +50,8 @@ inline std::uint8_t requantize(std::int32_t acc, const Requant& rq, std::int64_t
 
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
-/// AVX-512, int8 quads on VNNI and the generic path), with rowsum(w). Narrow packings are for
-/// inputs mostly in [0, 127] (a 7-bit activation range, as PyTorch fbgemm's reduce_range, or
+/// AVX-512, int8 quads on AVX-VNNI, AVX-512 VNNI and the generic path), with rowsum(w). Narrow packings
+/// are for inputs mostly in [0, 127] (a 7-bit activation range, as PyTorch fbgemm's reduce_range, or
 /// ReLU activations of a trained model, where 0.1-0.2% exceed 127): int8 quads on every path,
 /// which AVX2 / AVX-512 multiply with vpmaddubsw, exactly in that range, and add the excess of
 /// the few inputs above it in a second exact pass (quads_pay: when that is faster than pairs).
@@ -77,7 +77,7 @@ int activation_bytes(bool narrow = false);
 bool all_narrow(const std::uint8_t* x, std::int64_t n);
 /// How many of the n bytes at x are above 127.
 std::int64_t count_wide(const std::uint8_t* x, std::int64_t n);
-/// Whether the current CPU path has a faster kernel for narrow inputs (AVX2, AVX-512 without
+/// Whether the current CPU path has a faster kernel for narrow inputs (AVX2 and AVX-512 without
 /// VNNI); elsewhere a narrow packing is the usual one.
 bool narrow_is_faster();
 /// Quads with the excess correction run faster than int16 pairs while at most 1 / ratio of the
