@@ -26,21 +26,27 @@ struct IsaFixture {
   }
 };
 
+namespace detail {
 template <class F>
-void for_each_int8_isa(F&& f) {
+void run_on_paths(F&& f, bool with_avx2_vnni) {
   for (cpu::Isa isa : cpu::supported_isas()) {
+    if (isa == cpu::Isa::AVX2_VNNI && !with_avx2_vnni) continue;
     BOOST_TEST_CONTEXT("isa " << cpu::isa_name(isa)) {
       cpu::IsaGuard guard(isa);
       f(isa);
     }
   }
 }
+}  // namespace detail
+
+template <class F>
+void for_each_int8_isa(F&& f) {
+  detail::run_on_paths(f, true);
+}
 
 template <class F>
 void for_each_isa(F&& f) {
-  for_each_int8_isa([&](cpu::Isa isa) {
-    if (isa != cpu::Isa::AVX2_VNNI) f(isa);
-  });
+  detail::run_on_paths(f, false);
 }
 
 }  // namespace qat::test
