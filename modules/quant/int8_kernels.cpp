@@ -8,7 +8,10 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <numeric>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -101,7 +104,10 @@ void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, 
 
 // ---- the blocked GEMM (kernels/cpu/int8_gemm.cpp) --------------------------------------------
 
-bool PackedWeights::usable() const { return format == static_cast<int>(kernels::pack_format(narrow)); }
+bool PackedWeights::usable() const {
+  return format == static_cast<int>(kernels::pack_format(narrow)) &&
+         (!narrow || group == kernels::sched_group());
+}
 
 bool all_narrow(const std::uint8_t* x, std::int64_t n) {
   std::uint8_t any = 0;  // the high bits of every byte (a loop the compiler vectorizes)
@@ -165,6 +171,80 @@ bool quads_pay(std::int64_t above, std::int64_t n, std::int64_t ratio) {
   }
 }
 
+namespace kernels {
+std::int64_t pair_schedule(const std::uint8_t* w, std::int64_t steps, std::int64_t b, std::int64_t nb,
+                           std::int32_t* order) {
+  // per step and int16 lane (channel c of the group, pair j of the quad): P and N
+  const std::int64_t lanes = nb * kBlock * 2;
+  std::vector<std::int16_t> pos(steps * lanes), neg(steps * lanes);
+  std::vector<std::int32_t> load(steps, 0);
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (std::int64_t l = 0; l < lanes; ++l) {
+      const std::int64_t blk = b + l / (kBlock * 2), c = l / 2 % kBlock, j = l % 2;
+      const auto* q =
+          reinterpret_cast<const std::int8_t*>(w + (blk * steps + s) * kStepBytes + c * 4 + 2 * j);
+      std::int32_t p = 0, n = 0;
+      for (int t = 0; t < 2; ++t) (q[t] > 0 ? p : n) += std::abs(q[t]);
+      pos[s * lanes + l] = static_cast<std::int16_t>(p);
+      neg[s * lanes + l] = static_cast<std::int16_t>(n);
+      load[s] = std::max({load[s], p, n});
+    }
+  auto fits = [&](std::int64_t s, std::int64_t t) {  // lane by lane (no early exit: vectorized)
+    const std::int16_t *ps = &pos[s * lanes], *pt = &pos[t * lanes], *ns = &neg[s * lanes],
+                       *nt = &neg[t * lanes];
+    std::int16_t most = 0;  // (int16 sums <= 508: a loop the compiler vectorizes)
+    for (std::int64_t l = 0; l < lanes; ++l)
+      most = std::max(most, std::max<std::int16_t>(ps[l] + pt[l], ns[l] + nt[l]));
+    return most <= kPairedStepBound;
+  };
+
+  std::vector<std::int32_t> by_load(steps);
+  std::iota(by_load.begin(), by_load.end(), 0);
+  std::stable_sort(by_load.begin(), by_load.end(),
+                   [&](std::int32_t s, std::int32_t t) { return load[s] > load[t]; });
+  std::vector<char> taken(steps, 0);
+  std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+  std::vector<std::int32_t> singles;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const std::int32_t s = by_load[i];
+    if (taken[s]) continue;
+    taken[s] = 1;
+    // the heaviest step left that fits; after kScan lane-by-lane checks, the heaviest that fits
+    // by the loads alone (the loads descend: a binary search)
+    constexpr int kScan = 256;
+    auto next_free = [&](std::int64_t j) {
+      while (j < steps && taken[by_load[j]]) ++j;
+      return j;
+    };
+    std::int64_t j = next_free(i + 1);
+    for (int checked = 0; j < steps; j = next_free(j + 1)) {
+      const std::int32_t t = by_load[j];
+      if (load[s] + load[t] <= kPairedStepBound) break;
+      if (checked++ == kScan) {
+        j = next_free(
+            std::partition_point(by_load.begin() + j, by_load.end(),
+                                 [&](std::int32_t u) { return load[s] + load[u] > kPairedStepBound; }) -
+            by_load.begin());
+        break;
+      }
+      if (fits(s, t)) break;
+    }
+    if (j == steps) {
+      singles.push_back(s);
+      continue;
+    }
+    taken[by_load[j]] = 1;
+    pairs.emplace_back(std::min(s, by_load[j]), std::max(s, by_load[j]));
+  }
+  std::sort(pairs.begin(), pairs.end());  // in memory order, for the prefetchers
+  std::sort(singles.begin(), singles.end());
+  std::int64_t at = 0;
+  for (const auto& [s, t] : pairs) order[at++] = s, order[at++] = t;
+  for (const std::int32_t s : singles) order[at++] = s;
+  return static_cast<std::int64_t>(pairs.size());
+}
+}  // namespace kernels
+
 // quads: data[(b S + s) 64 + c 4 + j] = w[16 b + c][4 s + j]; pairs: the same with 2 int16 per
 // channel, k = 2 s + j; zero beyond O and K. With pieces, k = p L + l sits at step
 // p piece_steps + l / kps.
@@ -199,6 +279,15 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
         std::memcpy(step + c * 4 + (l % 2) * 2, &v16, 2);
       }
     }
+  }
+  if (p.narrow) {  // the step order of the vpmaddubsw tile, per group of the blocks it takes at once
+    p.group = sched_group();
+    const std::int64_t groups = (blocks + p.group - 1) / p.group;
+    p.sched.resize(groups * p.steps);
+    for (std::int64_t g = 0; g < groups; ++g)
+      p.sched_pairs.push_back(static_cast<std::int32_t>(
+          pair_schedule(p.data.data(), p.steps, g * p.group, std::min(p.group, blocks - g * p.group),
+                        p.sched.data() + g * p.steps)));
   }
   return p;
 }
@@ -322,8 +411,11 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
               bool excess = false, const PooledRows* pool = nullptr) {
   using namespace kernels;
   QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
-              " but the CPU path ", cpu::isa_name(cpu::isa()), " reads format ",
-              static_cast<int>(pack_format(w.narrow)), w.narrow ? " (narrow)" : "", ": pack them again");
+              w.narrow ? " (narrow, step order per " : "", w.narrow ? std::to_string(w.group) : "",
+              w.narrow ? " blocks)" : "", " but the CPU path ", cpu::isa_name(cpu::isa()),
+              " reads format ", static_cast<int>(pack_format(w.narrow)),
+              w.narrow ? " (narrow, step order per " + std::to_string(sched_group()) + " blocks)" : "",
+              ": pack them again");
   a.format = static_cast<PackFormat>(w.format);
   if (a.M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
@@ -349,6 +441,10 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   a.zp = rq.zero_point;
   a.pieces = w.pieces;
   a.piece_steps = w.piece_steps;
+  if (w.narrow) {
+    a.sched = w.sched.data();
+    a.sched_pairs = w.sched_pairs.data();
+  }
   thread_local ExcessLists lists;
   if (excess) {
     if (a.row_off)
@@ -370,7 +466,7 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   const std::int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   const int threads = static_cast<int>(std::min<std::int64_t>(get_num_threads(), row_blocks * blocks));
   if (threads <= 1) {
-    std::vector<std::uint8_t> scratch(a.row_off ? 0 : scratch_bytes(w.steps));
+    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
     gemm_range(a, 0, M, 0, blocks, scratch.data());
     return;
   }
@@ -378,7 +474,7 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   // on the split. Rows when there are enough of them, else channel blocks (in pairs).
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<std::uint8_t> scratch(a.row_off ? 0 : scratch_bytes(w.steps));
+    std::vector<std::uint8_t> scratch(scratch_bytes(w.steps));
 #ifdef _OPENMP
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
 #else

@@ -63,6 +63,10 @@ struct PackedWeights {
   bool narrow = false;  ///< for inputs in [0, 127] only (set where that changes the kernel)
   std::vector<std::uint8_t> data;
   std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
+  /// narrow: the kernel's step order per group of `group` blocks, the steps it takes two at a
+  /// time first (sched_pairs per group; kernels/cpu/int8_gemm.h, pair_schedule).
+  std::int64_t group = 0;
+  std::vector<std::int32_t> sched, sched_pairs;
   /// Whether the current CPU path (cpu::isa()) reads this packing.
   bool usable() const;
 };

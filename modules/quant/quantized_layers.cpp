@@ -204,6 +204,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   std::shared_ptr<const Prepared>& cached = prepared_[narrow];
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
                                    static_cast<std::int32_t>(int8::kernels::pack_format(false)),
+                                   static_cast<std::int32_t>(int8::kernels::sched_group()),
                                    static_cast<std::int32_t>(groups),
                                    static_cast<std::int32_t>(order),
                                    fused_relu_,

@@ -2,7 +2,8 @@
 // (linear_u8s8_reference / gemm_u8s8_cols_reference), bit for bit, on every CPU path: odd sizes,
 // input zero points 0 / 128 / 255, the float output stage with multipliers across binades, exact
 // ties (half to even), saturation both ways and large biases, a fused ReLU clamp, strided operands,
-// thread counts, narrow (7-bit) inputs read as int8 quads on every path, and the QuantizedConv2d /
+// thread counts, narrow (7-bit) inputs read as int8 quads on every path (their steps in pairs
+// where the weights allow: checked at the bound), and the QuantizedConv2d /
 // QuantizedLinear layers against the reference im2col.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -64,6 +65,18 @@ Problem make(std::int64_t N, std::int64_t K, std::int64_t O, std::int32_t zx, in
   const std::int32_t zp = uni(0, 255), hi = uni(zp, 255), lo = relu ? zp : uni(0, zp);
   p.rq = {p.scale.data(), p.bias.data(), 1.0f / out_scale, zp, lo, hi};
   return p;
+}
+
+// Weights as a trained layer's (normal, sigma codes, clipped to int8) in place of make()'s uniform
+// ones: small enough that the narrow kernel takes most steps in pairs (kPairedStepBound).
+void trained_weights(Problem& p, double sigma, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> normal(0.0, sigma);
+  for (auto& v : p.w) v = static_cast<std::int8_t>(std::clamp(std::lround(normal(gen)), -128L, 127L));
+  for (std::int64_t o = 0; o < p.O; ++o) {
+    p.sums[o] = 0;
+    for (std::int64_t k = 0; k < p.K; ++k) p.sums[o] += p.w[o * p.K + k];
+  }
 }
 
 U8 reference(const Problem& p) {
@@ -183,6 +196,7 @@ BOOST_AUTO_TEST_CASE(narrow_inputs_match_reference_on_every_path) {
         const bool relu = (seed % 2) == 0;
         Problem p = make(s[0], s[1], s[2], zx, kind, relu, seed++);
         for (auto& v : p.x) v = static_cast<std::uint8_t>(kind == 2 ? (v ? 127 : 0) : v / 2);
+        if (seed % 2 == 0) trained_weights(p, kind == 2 ? 60 : 30, seed);  // (paired steps)
         const U8 want = reference(p);
         for_each_int8_isa([&](cpu::Isa) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " zx " << zx << " kind "
@@ -226,6 +240,7 @@ BOOST_AUTO_TEST_CASE(narrow_packing_adds_the_excess_of_wide_inputs) {
           v = static_cast<std::uint8_t>(kind == 2 ? (v ? lo + 127 : lo) : lo + v / 2);
         }
         if (density == 0.0) p.x[p.x.size() / 2] = 128;  // just one, of the smallest excess
+        if (seed % 2 == 0) trained_weights(p, 30, seed);  // (paired steps)
         const U8 want = reference(p);
         for_each_int8_isa([&](cpu::Isa isa) {
           BOOST_TEST_CONTEXT("N " << p.N << " K " << p.K << " O " << p.O << " density " << density
@@ -247,6 +262,85 @@ BOOST_AUTO_TEST_CASE(narrow_packing_adds_the_excess_of_wide_inputs) {
           }
         });
       }
+}
+
+// The narrow kernel's step order (pair_schedule): a permutation of the steps per group of
+// blocks, and every pair it takes at once within kPairedStepBound on every int16 lane, checked
+// against the unpacked weights (step s, pair j of channel o: k = 4 s + 2 j, 4 s + 2 j + 1); on
+// weights like a trained layer's it pairs nearly every step.
+BOOST_AUTO_TEST_CASE(paired_steps_stay_within_int16) {
+  std::uint32_t seed = 40;
+  for_each_int8_isa([&](cpu::Isa) {
+    if (!int8::narrow_is_faster()) return;
+    for (const std::int64_t O : {1, 16, 17, 40})
+      for (const std::int64_t K : {1, 8, 9, 401, 784})
+        for (const double sigma : {0.0, 20.0, 35.0, 70.0}) {  // 0: uniform int8
+          Problem p = make(1, K, O, 0, 0, false, seed++);
+          if (sigma > 0) trained_weights(p, sigma, seed);
+          const int8::PackedWeights w = int8::pack_weights(p.w.data(), O, K, true);
+          BOOST_TEST_CONTEXT("O " << O << " K " << K << " sigma " << sigma) {
+            BOOST_TEST(w.group == int8::kernels::sched_group());
+            const std::int64_t blocks = (O + 15) / 16, groups = (blocks + w.group - 1) / w.group;
+            BOOST_TEST(w.sched.size() == static_cast<std::size_t>(groups * w.steps));
+            std::int64_t pairs = 0;
+            for (std::int64_t g = 0; g < groups; ++g) {
+              const std::int32_t* order = w.sched.data() + g * w.steps;
+              std::vector<std::int32_t> sorted(order, order + w.steps);
+              std::sort(sorted.begin(), sorted.end());
+              for (std::int64_t s = 0; s < w.steps; ++s) BOOST_TEST(sorted[s] == s);
+              const std::int64_t np = w.sched_pairs[g];
+              BOOST_TEST(2 * np <= w.steps);
+              pairs += np;
+              for (std::int64_t t = 0; t < np; ++t)
+                for (std::int64_t o = g * w.group * 16; o < std::min(O, (g + 1) * w.group * 16); ++o)
+                  for (int j = 0; j < 2; ++j) {
+                    int pos = 0, neg = 0;
+                    for (const std::int32_t st : {order[2 * t], order[2 * t + 1]})
+                      for (std::int64_t k = 4 * st + 2 * j;
+                           k < std::min<std::int64_t>(K, 4 * st + 2 * j + 2); ++k)
+                        (p.w[o * K + k] > 0 ? pos : neg) += std::abs(p.w[o * K + k]);
+                    BOOST_TEST((pos <= 258 && neg <= 258), "pair " << t << " channel " << o);
+                  }
+            }
+            if (sigma == 20.0 && w.steps >= 2) BOOST_TEST(pairs * 2 >= groups * (w.steps - 1));
+          }
+        }
+  });
+}
+
+// The bound is tight: with every input 127, a pair reaching 127 * 258 = 32766 (or -32766) is
+// taken and exact; one more unit of weight would wrap the int16 sum, so that step stays single.
+// Lanes are separate (j = 0 of one step with j = 1 of the other), signs separate.
+BOOST_AUTO_TEST_CASE(paired_steps_at_the_bound) {
+  struct Case {
+    std::vector<int> w;  // O = 1, K = 8: two steps
+    std::int64_t pairs;
+  };
+  const Case cases[] = {{{127, 127, 0, 0, 4, 0, 0, 0}, 1},     {{127, 127, 0, 0, 5, 0, 0, 0}, 0},
+                        {{-128, -128, 0, 0, -2, 0, 0, 0}, 1},  {{-128, -128, 0, 0, 0, -3, 0, 0}, 0},
+                        {{127, 127, 0, 0, 0, 0, 127, 127}, 1}, {{127, 127, 0, 0, -128, -128, 0, 0}, 1},
+                        {{0, 0, 100, 100, 0, 0, 30, 28}, 1},   {{0, 0, 100, 100, 0, 0, 30, 29}, 0}};
+  for_each_int8_isa([&](cpu::Isa) {
+    if (!int8::narrow_is_faster()) return;
+    for (const Case& c : cases) {
+      Problem p = make(3, 8, 1, 0, 0, false, 3);
+      std::int32_t sum = 0;
+      for (int k = 0; k < 8; ++k) p.w[k] = static_cast<std::int8_t>(c.w[k]), sum += c.w[k];
+      p.sums = {sum};
+      std::fill(p.x.begin(), p.x.end(), 127);
+      const float scale = 1.0f / 512;  // y = acc / 512 + 128: a wrapped sum lands 128 codes away
+      const float bias = 0.0f;
+      p.rq = {&scale, &bias, 1.0f, 128, 0, 255};
+      const U8 want = reference(p);
+      const int8::PackedWeights w = int8::pack_weights(p.w.data(), 1, 8, true);
+      BOOST_TEST_CONTEXT("case " << (&c - cases)) {
+        BOOST_TEST(w.sched_pairs[0] == c.pairs);
+        U8 got(3);
+        int8::gemm_u8s8_packed(p.x.data(), 3, 8, 0, w, p.rq, got.data(), 1);
+        BOOST_TEST(mismatches(got, want) == 0);
+      }
+    }
+  });
 }
 
 // The choice between quads with the excess and pairs: counted bytes above 127, quads while they
@@ -309,6 +403,17 @@ BOOST_AUTO_TEST_CASE(packed_for_another_path_is_refused) {
   }
   cpu::IsaGuard g(cpu::Isa::AVX2);
   BOOST_CHECK_THROW(int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4), Error);
+  if (!cpu::supports(cpu::Isa::AVX512)) return;
+  // narrow quads on both, but AVX-512 orders the steps per two blocks, AVX2 per block
+  w = int8::pack_weights(p.w.data(), p.O, p.K, true);
+  cpu::IsaGuard g512(cpu::Isa::AVX512);
+  try {
+    int8::gemm_u8s8_packed(p.x.data(), 2, 8, 0, w, p.rq, y.data(), 4);
+    BOOST_TEST(false, "no error");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("step order per 1 blocks") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("avx512") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(cols_match_reference) {
@@ -362,9 +467,13 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
   for (const Case& cs : cases) {
     const std::int64_t kh = cs.k, kw = cs.kw ? cs.kw : cs.k, Cg = cs.C / cs.groups, K = Cg * kh * kw;
     Tensor wq = Tensor::empty(Shape{cs.O, Cg, kh, kw}, DType::Int8);
+    // uniform int8, or like a trained layer's (the narrow kernel then pairs most steps)
+    const bool trained = (&cs - cases) % 4 >= 2;
+    std::normal_distribution<double> normal(0.0, 30.0);
     for (std::int64_t i = 0; i < wq.numel(); ++i)
       wq.data<std::int8_t>()[i] =
-          static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
+          static_cast<std::int8_t>(trained ? std::clamp(std::lround(normal(gen)), -128L, 127L)
+                                           : std::uniform_int_distribution<int>(-128, 127)(gen));
     Tensor ws = Tensor::empty(Shape{cs.O}, DType::Float32),
            bq = Tensor::empty(Shape{cs.O}, DType::Float32);
     for (std::int64_t o = 0; o < cs.O; ++o) {

@@ -67,6 +67,8 @@ HWY_INLINE void fill_rows(const GemmArgs& g, std::int64_t r, std::int64_t rows, 
 #if !QAT_INT8_X86
 // ---- generic: plain loops over the quads -----------------------------------------------------
 
+std::int64_t SchedGroupImpl() { return 1; }  // (no narrow kernel)
+
 void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                    void* scratch) {
   auto* s = static_cast<std::uint8_t*>(scratch);
@@ -135,6 +137,12 @@ HWY_INLINE Vec ones16() { return _mm256_set1_epi16(1); }
 HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
 }
+// two such steps, their int16 pair sums added before the widening (exact within
+// kPairedStepBound, int8_gemm.h)
+HWY_INLINE Vec dot7x2(Vec acc, Vec a0, Vec b0, Vec a1, Vec b1, Vec ones) {
+  const Vec p = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+}
 
 // float32 output stage (int8::requantize): max first, so that a NaN maps to lo as there
 HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m256 inv, __m256 lo, __m256 hi,
@@ -185,6 +193,10 @@ HWY_INLINE Vec ones16() { return _mm512_set1_epi16(1); }
 HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {  // as on AVX2
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
 }
+HWY_INLINE Vec dot7x2(Vec acc, Vec a0, Vec b0, Vec a1, Vec b1, Vec ones) {
+  const Vec p = _mm512_add_epi16(_mm512_maddubs_epi16(a0, b0), _mm512_maddubs_epi16(a1, b1));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, ones));
+}
 HWY_INLINE Vec requant(Vec acc, const float* sp, const float* bp, __m512 inv, __m512 lo, __m512 hi,
                        Vec zp) {
   __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(sp));
@@ -205,6 +217,7 @@ HWY_INLINE void store_bytes(std::uint8_t* y, const Vec* v, std::int64_t n) {
 #endif
 
 constexpr std::int64_t kLanes = kBlock / kVecs;
+std::int64_t SchedGroupImpl() { return kNB; }
 
 #include "modules/quant/kernels/cpu/int8_tile-inl.h"  // tile, gemm_rows, gemm_rows_of_format
 
@@ -242,11 +255,14 @@ HWY_AFTER_NAMESPACE();
 namespace qat::quant::int8::kernels {
 
 HWY_EXPORT(PackFormatImpl);
+HWY_EXPORT(SchedGroupImpl);
 HWY_EXPORT(GemmRangeImpl);
 
 PackFormat pack_format(bool narrow) {
   return static_cast<PackFormat>(QAT_DISPATCH(PackFormatImpl)(narrow));
 }
+
+std::int64_t sched_group() { return QAT_DISPATCH(SchedGroupImpl)(); }
 
 void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                 void* scratch) {

@@ -18,6 +18,10 @@
 // byte above 127, again through vpmaddubsw: |e0 w0 + e1 w1| <= 2 * 128 * 128 = 32768, and the
 // only sum of that size is -32768 (e = 128, w = -128), which int16 holds. Exact for any input;
 // faster than the pairs while such quads are rare (int8::quads_pay decides).
+// Paired steps (GemmArgs::sched): the narrow tile may take two steps at once, adding the int16
+// pair sums of both with vpaddw before one vpmaddwd widens them: 3 multiplies for 2 steps where
+// single steps take 4. Exact where the weights bound the sum (kPairedStepBound); which steps pair
+// is chosen once, at pack time, per group of blocks (pair_schedule).
 #include <cstdint>
 
 #include "modules/quant/int8_kernels.h"
@@ -67,6 +71,11 @@ struct GemmArgs {
   /// Implicit GEMM only: GEMM row m is the convolution's row row_map[m] (its A at
   /// row_off[row_map[m]], its excess at ex_row[row_map[m]]). Null: row m.
   const std::int64_t* row_map = nullptr;
+  /// A narrow format on a vpmaddubsw path: per group of sched_group() blocks, the `steps` steps
+  /// in the order the tile takes them, sched_pairs[group] paired steps first (2 entries each),
+  /// then single steps. Null: every step in order, one at a time.
+  const std::int32_t* sched = nullptr;
+  const std::int32_t* sched_pairs = nullptr;
   /// A 2 x 2 max pool in the output stage: each kPoolWindow consecutive GEMM rows are one window;
   /// the tile takes the max of their int32 sums and requantizes it once into y row m / 4
   /// (exact where every scale is >= 0: the output stage is then monotone in the sum).
@@ -84,8 +93,26 @@ struct Excess {
 
 /// Rows per scratch block (a multiple of every micro-kernel's row count and of kPoolWindow).
 constexpr std::int64_t kRowBlock = 24;
-/// Scratch bytes gemm_range needs (per thread).
-inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64; }
+/// Scratch bytes gemm_range needs (per thread): the rows' copy and each step's offset in a row.
+inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64 + steps * 8; }
+
+/// Two steps of narrow quads summed in int16: one int16 lane then holds a0 w0 + a1 w1 + a2 w2 +
+/// a3 w3 (two k of each step, one output channel), which for a in [0, 127] lies in
+/// [-127 N, 127 P], P the sum of the lane's positive weights and N of its negative weights'
+/// magnitudes. P, N <= 258 keep it in int16 (127 * 258 = 32766 <= 32767, 32766 <= 32768); each
+/// step's own sum never saturates (|a0 w0 + a1 w1| <= 32512), and vpaddw wraps, but an exact sum
+/// in range is the wrapped one.
+constexpr std::int32_t kPairedStepBound = 258;
+
+/// A step order for the blocks [b, b + nb) of narrow quads w (packed as above, `steps` steps per
+/// block): the indices of `steps` steps into order, pairs first, every pair within
+/// kPairedStepBound on each int16 lane of the nb blocks; returns the number of pairs.
+/// Best fit: the heaviest step left takes the heaviest one it may pair with.
+std::int64_t pair_schedule(const std::uint8_t* w, std::int64_t steps, std::int64_t b, std::int64_t nb,
+                           std::int32_t* order);
+/// Blocks per group of the narrow tile's step order on the current path (the blocks it
+/// multiplies at once).
+std::int64_t sched_group();
 
 /// The packing format of the current path for inputs in [0, 255] (narrow: in [0, 127]).
 PackFormat pack_format(bool narrow = false);

@@ -2,14 +2,17 @@
 // section once per Highway target, and on AVX2 once more inside `avx_vnni` (AVX-VNNI). No include
 // guard: each inclusion defines them in the namespace it is included in, from the names the
 // includer declares there or around it: Vec, VecF, kVecs, kLanes, kMR, kMR7, kNB, kNative, load,
-// bcast, dot, dot7, ones16, max32, set32, setf, requant, store_bytes.
+// bcast, dot, dot7, dot7x2, ones16, max32, set32, setf, requant, store_bytes.
 // One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
-// quads of inputs in [0, 127] on a target whose native format is pairs; kExcess: then the
-// excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output (GemmArgs::pool).
+// quads of inputs in [0, 127] on a target whose native format is pairs, the steps in the order of
+// g.sched, its pairs two at a time (dot7x2), step s at aoff[s] bytes into a row; kExcess: then
+// the excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output
+// (GemmArgs::pool).
 template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
 HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
-                     std::int64_t pieces, std::int64_t psteps, std::int64_t b, std::int64_t row,
-                     std::int64_t rows_valid, const Excess* const* ex, const std::int64_t* nex) {
+                     std::int64_t pieces, std::int64_t psteps, const std::int32_t* aoff, std::int64_t b,
+                     std::int64_t row, std::int64_t rows_valid, const Excess* const* ex,
+                     const std::int64_t* nex) {
   constexpr int V = NB * kVecs;
   const Vec ones = ones16();
   Vec acc[MR][V];
@@ -20,10 +23,39 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   const std::uint8_t* const w0 = g.w + b * g.steps * kStepBytes;
   const std::uint8_t* __restrict w = w0;
   const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
-  for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
-    const std::int64_t off = poff[p];
-    const std::uint8_t* a[MR];
-    for (int i = 0; i < MR; ++i) a[i] = ap[i] + off;
+  if constexpr (kNarrow) {
+    const std::int32_t* order = g.sched + b / kNB * g.steps;  // this block's group
+    const std::int64_t pairs = g.sched_pairs[b / kNB];
+    for (std::int64_t t = 0; t < pairs; ++t) {
+      const std::int64_t s0 = order[2 * t], s1 = order[2 * t + 1], o0 = aoff[s0], o1 = aoff[s1];
+      Vec b0[V], b1[V];
+      for (int j = 0; j < NB; ++j)
+        for (int u = 0; u < kVecs; ++u) {
+          const std::uint8_t* wj = w0 + j * wstride + u * (kStepBytes / kVecs);
+          b0[j * kVecs + u] = load(wj + s0 * kStepBytes);
+          b1[j * kVecs + u] = load(wj + s1 * kStepBytes);
+        }
+      for (int i = 0; i < MR; ++i) {
+        const Vec a0 = bcast(ap[i] + o0), a1 = bcast(ap[i] + o1);
+        for (int v = 0; v < V; ++v) acc[i][v] = dot7x2(acc[i][v], a0, b0[v], a1, b1[v], ones);
+      }
+    }
+    for (std::int64_t t = 2 * pairs; t < g.steps; ++t) {
+      const std::int64_t s = order[t], o = aoff[s];
+      Vec bv[V];
+      for (int j = 0; j < NB; ++j)
+        for (int u = 0; u < kVecs; ++u)
+          bv[j * kVecs + u] = load(w0 + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
+      for (int i = 0; i < MR; ++i) {
+        const Vec av = bcast(ap[i] + o);
+        for (int v = 0; v < V; ++v) acc[i][v] = dot7(acc[i][v], av, bv[v], ones);
+      }
+    }
+  } else {
+    for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
+      const std::int64_t off = poff[p];
+      const std::uint8_t* a[MR];
+      for (int i = 0; i < MR; ++i) a[i] = ap[i] + off;
 #pragma GCC unroll 4
     for (std::int64_t s = 0; s < psteps; ++s) {
       Vec bv[V];
@@ -32,10 +64,10 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
           bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
       for (int i = 0; i < MR; ++i) {
         const Vec av = bcast(a[i] + s * 4);
-        for (int v = 0; v < V; ++v)
-          acc[i][v] = kNarrow ? dot7(acc[i][v], av, bv[v], ones) : dot(acc[i][v], av, bv[v]);
+        for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
       }
     }
+  }
   }
   if constexpr (kExcess) {  // + e . w for each quad with a byte above 127 (int8_gemm.h)
 #pragma GCC unroll 8
@@ -94,6 +126,12 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
   const std::uint8_t* ap[kRowBlock];
   const Excess* ex[kRowBlock];
   std::int64_t nex[kRowBlock] = {};
+  // kNarrow: each step's offset in a row of A (after the rows' copy in the scratch)
+  std::int32_t* const aoff = reinterpret_cast<std::int32_t*>(s + kRowBlock * astride + 64);
+  if constexpr (kNarrow)
+    for (std::int64_t p = 0, st = 0; p < pieces; ++p)
+      for (std::int64_t q = 0; q < psteps; ++q, ++st)
+        aoff[st] = static_cast<std::int32_t>(poff[p] + 4 * q);
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
@@ -119,11 +157,11 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
       const std::int64_t valid = rows - t < MR ? rows - t : MR;
       for (std::int64_t b = b0; b < b1; b += kNB) {
         if (b + kNB <= b1)
-          tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid,
+          tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b, r + t, valid,
                                                  ex + t, nex + t);
         else
-          tile<1, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, b, r + t, valid, ex + t,
-                                               nex + t);
+          tile<1, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b, r + t, valid,
+                                               ex + t, nex + t);
       }
     }
   }
