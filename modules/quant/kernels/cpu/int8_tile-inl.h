@@ -26,6 +26,7 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   if constexpr (kNarrow) {
     const std::int32_t* order = g.sched + b / kNB * g.steps;  // this block's group
     const std::int64_t pairs = g.sched_pairs[b / kNB];
+#pragma GCC unroll 2
     for (std::int64_t t = 0; t < pairs; ++t) {
       const std::int64_t s0 = order[2 * t], s1 = order[2 * t + 1], o0 = aoff[s0], o1 = aoff[s1];
       Vec b0[V], b1[V];
@@ -40,6 +41,7 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
         for (int v = 0; v < V; ++v) acc[i][v] = dot7x2(acc[i][v], a0, b0[v], a1, b1[v], ones);
       }
     }
+#pragma GCC unroll 4
     for (std::int64_t t = 2 * pairs; t < g.steps; ++t) {
       const std::int64_t s = order[t], o = aoff[s];
       Vec bv[V];
