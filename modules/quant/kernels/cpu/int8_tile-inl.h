@@ -21,9 +21,8 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
     for (int i = 0; i < MR; ++i) acc[i][v] = init;
   }
   const std::uint8_t* const w0 = g.w + b * g.steps * kStepBytes;
-  const std::uint8_t* __restrict w = w0;
   const std::int64_t wstride = g.steps * kStepBytes;  // between blocks
-  if constexpr (kNarrow) {
+  if constexpr (kNarrow) {  // the steps in the group's order: its pairs, then single steps
     const std::int32_t* order = g.sched + b / kNB * g.steps;  // this block's group
     const std::int64_t pairs = g.sched_pairs[b / kNB];
 #pragma GCC unroll 2
@@ -53,23 +52,24 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
         for (int v = 0; v < V; ++v) acc[i][v] = dot7(acc[i][v], av, bv[v], ones);
       }
     }
-  } else {
+  } else {  // the steps in order, piece by piece
+    const std::uint8_t* __restrict w = w0;
     for (std::int64_t p = 0; p < pieces; ++p, w += psteps * kStepBytes) {
       const std::int64_t off = poff[p];
       const std::uint8_t* a[MR];
       for (int i = 0; i < MR; ++i) a[i] = ap[i] + off;
 #pragma GCC unroll 4
-    for (std::int64_t s = 0; s < psteps; ++s) {
-      Vec bv[V];
-      for (int j = 0; j < NB; ++j)
-        for (int u = 0; u < kVecs; ++u)
-          bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
-      for (int i = 0; i < MR; ++i) {
-        const Vec av = bcast(a[i] + s * 4);
-        for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+      for (std::int64_t s = 0; s < psteps; ++s) {
+        Vec bv[V];
+        for (int j = 0; j < NB; ++j)
+          for (int u = 0; u < kVecs; ++u)
+            bv[j * kVecs + u] = load(w + j * wstride + s * kStepBytes + u * (kStepBytes / kVecs));
+        for (int i = 0; i < MR; ++i) {
+          const Vec av = bcast(a[i] + s * 4);
+          for (int v = 0; v < V; ++v) acc[i][v] = dot(acc[i][v], av, bv[v]);
+        }
       }
     }
-  }
   }
   if constexpr (kExcess) {  // + e . w for each quad with a byte above 127 (int8_gemm.h)
 #pragma GCC unroll 8
