@@ -71,9 +71,9 @@ struct GemmArgs {
   /// Implicit GEMM only: GEMM row m is the convolution's row row_map[m] (its A at
   /// row_off[row_map[m]], its excess at ex_row[row_map[m]]). Null: row m.
   const std::int64_t* row_map = nullptr;
-  /// A narrow format on a vpmaddubsw path: per group of sched_group() blocks, the `steps` steps
-  /// in the order the tile takes them, sched_pairs[group] paired steps first (2 entries each),
-  /// then single steps. Null: every step in order, one at a time.
+  /// A narrow format on a vpmaddubsw path (required there, unused elsewhere): per group of
+  /// sched_group() blocks, the `steps` steps in the order the tile takes them,
+  /// sched_pairs[group] paired steps first (2 entries each), then single steps.
   const std::int32_t* sched = nullptr;
   const std::int32_t* sched_pairs = nullptr;
   /// A 2 x 2 max pool in the output stage: each kPoolWindow consecutive GEMM rows are one window;
@@ -93,8 +93,9 @@ struct Excess {
 
 /// Rows per scratch block (a multiple of every micro-kernel's row count and of kPoolWindow).
 constexpr std::int64_t kRowBlock = 24;
-/// Scratch bytes gemm_range needs (per thread): the rows' copy and each step's offset in a row.
-inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64 + steps * 8; }
+/// Scratch bytes gemm_range needs (per thread): the rows' copy, then each step's offset in a
+/// row (int32).
+inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64 + steps * 4; }
 
 /// Two steps of narrow quads summed in int16: one int16 lane then holds a0 w0 + a1 w1 + a2 w2 +
 /// a3 w3 (two k of each step, one output channel), which for a in [0, 127] lies in
