@@ -334,12 +334,14 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
 void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq,
               bool excess = false, const PooledRows* pool = nullptr) {
   using namespace kernels;
-  QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in format ", w.format,
-              w.narrow ? " (narrow, step order per " : "", w.narrow ? std::to_string(w.group) : "",
-              w.narrow ? " blocks)" : "", " but the CPU path ", cpu::isa_name(cpu::isa()),
-              " reads format ", static_cast<int>(pack_format(w.narrow)),
-              w.narrow ? " (narrow, step order per " + std::to_string(sched_group()) + " blocks)" : "",
-              ": pack them again");
+  // "format F" and, for a narrow packing, the blocks per group of its step order
+  const auto layout = [&](int format, std::int64_t group) {
+    return "format " + std::to_string(format) +
+           (w.narrow ? " (narrow, step order per " + std::to_string(group) + " blocks)" : "");
+  };
+  QAT_REQUIRE(w.usable(), "int8::gemm_u8s8_packed", "the weights were packed in ",
+              layout(w.format, w.group), " but the CPU path ", cpu::isa_name(cpu::isa()), " reads ",
+              layout(static_cast<int>(pack_format(w.narrow)), sched_group()), ": pack them again");
   a.format = static_cast<PackFormat>(w.format);
   if (a.M <= 0) return;
   const std::int64_t O = w.O, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
