@@ -137,6 +137,78 @@ BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
       }
 }
 
+// Runs the kernel on every path and checks dx bit for bit and ds / dz exactly against lsq_ref.
+void expect_lsq_matches(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax,
+                        float gf) {
+  const std::int64_t n = static_cast<std::int64_t>(x.size());
+  F dref(x.size());
+  double ds_ref, dz_ref;
+  lsq_ref(x, dy, s, zp, qmin, qmax, gf, dref, ds_ref, dz_ref);
+  for_each_isa([&](cpu::Isa) {
+    F dx(x.size());
+    double ds = 0, dz = 0;
+    k::lsq_backward(x.data(), dy.data(), dx.data(), n, s, zp, qmin, qmax, gf, &ds, &dz);
+    expect_bits(dx, dref, "dx");
+    BOOST_TEST(ds == ds_ref);
+    BOOST_TEST(dz == dz_ref);
+  });
+}
+
+// The kernel sends a block down its unmasked path when every x lies in an interval of x whose q
+// is inside (found once per run, a few floats inside the exact ends): blocks of the last inside
+// x with one element a float beyond it (each position), for ranges and scales where the ends
+// fall on ties and far from them. An interval a float too wide fails here (432 checks).
+BOOST_AUTO_TEST_CASE(lsq_blocks_at_the_inside_range_ends) {
+  const struct {
+    float s, zp;
+    std::int64_t qmin, qmax;
+  } cases[] = {{0.25f, 0, -128, 127},
+               {0.0173f, 3, 0, 255},
+               {0.5f, -2, -8, 7},
+               {0.037f, 127, 0, 255},
+               {3.0e-5f, -30000, -32768, 32767},
+               {1.0f, 0, 0, 1}};
+  for (const auto& c : cases) {
+    const float inv = 1.0f / c.s, lo = static_cast<float>(c.qmin), hi = static_cast<float>(c.qmax);
+    const auto q = [&](float v) { return std::nearbyint(std::fma(v, inv, c.zp)); };
+    // the ends by walking one float at a time from below the estimate
+    float x_hi = std::nextafter((hi + 0.5f - c.zp) * c.s, -kInf), x_lo = (lo - 0.5f - c.zp) * c.s;
+    for (int i = 0; i < 64 && q(x_hi) <= hi; ++i) x_hi = std::nextafter(x_hi, kInf);
+    while (q(x_hi) > hi) x_hi = std::nextafter(x_hi, -kInf);
+    for (int i = 0; i < 64 && q(x_lo) >= lo; ++i) x_lo = std::nextafter(x_lo, -kInf);
+    while (q(x_lo) < lo) x_lo = std::nextafter(x_lo, kInf);
+    BOOST_TEST_REQUIRE(q(std::nextafter(x_hi, kInf)) > hi);
+    BOOST_TEST_REQUIRE(q(std::nextafter(x_lo, -kInf)) < lo);
+    F x;
+    for (int end = 0; end < 2; ++end) {
+      const float last = end ? x_hi : x_lo, beyond = std::nextafter(last, end ? kInf : -kInf);
+      for (int j = 0; j <= 16; ++j)  // j = 16: the block is all inside
+        for (int i = 0; i < 16; ++i) x.push_back(i == j ? beyond : last);
+    }
+    const F dy = data(static_cast<std::int64_t>(x.size()), 1.0f, -10, 10, 77, false);
+    BOOST_TEST_CONTEXT("s " << c.s << " zp " << c.zp << " [" << c.qmin << ", " << c.qmax << "]") {
+      expect_lsq_matches(x, dy, c.s, c.zp, c.qmin, c.qmax, 0.01f);
+    }
+  }
+}
+
+// The kernel switches between a branch per block and masking every block by how many blocks
+// had an element outside recently: runs of chunks with none, with some, with most, in turn.
+BOOST_AUTO_TEST_CASE(lsq_switches_between_branching_and_masking) {
+  const float s = 0.02f, zp = 3;
+  const std::int64_t qmin = -128, qmax = 127, chunks = 96;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> inside(-120 * s, 120 * s), u01(0, 1);
+  F x(chunks * 128 - 5);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::int64_t phase = static_cast<std::int64_t>(i) / 128 / 12 % 4;  // 12 chunks each
+    const float p_out = phase == 0 ? 0.0f : phase == 1 ? 0.01f : phase == 2 ? 0.3f : 0.05f;
+    x[i] = u01(gen) < p_out ? (u01(gen) < 0.5f ? 200 * s : -200 * s) : inside(gen);
+  }
+  const F dy = data(static_cast<std::int64_t>(x.size()), 1.0f, -10, 10, 8, false);
+  expect_lsq_matches(x, dy, s, zp, qmin, qmax, 0.001f);
+}
+
 // Per-channel LSQ along the innermost axis runs one element per run, without the vector kernel:
 // the same bits as the kernel on each run, added in row order.
 BOOST_AUTO_TEST_CASE(lsq_runs_of_one_element_match_the_kernel) {

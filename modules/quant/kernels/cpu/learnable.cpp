@@ -1,5 +1,7 @@
 // LSQ backward (kernels.h lsq_backward): dx and the per-run scale / zero-point gradient sums in
-// one pass, three float32 terms per element summed by chunk128 (kernels.h).
+// one pass, three float32 terms per element summed by chunk128 (kernels.h). Blocks of 16 whose x
+// all lie inside the range skip the masks and outside terms (a branch per block), unless outside
+// elements have been frequent lately; then every block is masked (Mode). The same bits either way.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/learnable.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -11,60 +13,137 @@
 #include "modules/quant/kernels/cpu/common-inl.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 
+#ifndef QAT_LSQ_FLOAT_ORDER_ONCE
+#define QAT_LSQ_FLOAT_ORDER_ONCE
+namespace qat::quant::kernels::detail {
+
+// Floats in their order as integers (-0 and +0 both 0; -inf .. +inf = -0x7f800000 .. 0x7f800000).
+inline std::int64_t float_order(float f) {
+  std::int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b >= 0 ? b : -(b & 0x7fffffff);
+}
+inline float float_of_order(std::int64_t o) {
+  const std::uint32_t b =
+      o >= 0 ? static_cast<std::uint32_t>(o) : 0x80000000u | static_cast<std::uint32_t>(-o);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+}  // namespace qat::quant::kernels::detail
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
 struct LsqConsts {
-  VF inv, zp, s, lo, hi, gf, small, big, neg_s;
+  VF inv, zp, s, lo, hi, gf, small, big, neg_s, x_lo, x_hi;
 };
 
 // q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it), NaN below.
 // Terms (kernels.h): a = dy ((q - zp) s - x) inside; outside b = (dy (qmin|qmax - zp)) gf and
-// z = (dy (-s)) gf, which equals ((-dy) s) gf. A block with every q inside (the common case
-// once the scale has been learned) skips the outside terms and adds no b / z (+0 to a float
-// lane, which is never -0, changes nothing). The float lanes are locals of the loop, so that
+// z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are locals of the loop, so that
 // they stay in registers (chunk128's double lanes go to memory once per chunk).
 using Lanes = VF[kLanesV];
 
-HWY_INLINE void LsqStep16(const float* x, const float* dy, float* dx, const LsqConsts& c, Lanes& a,
-                          Lanes& b, Lanes& z, bool& outside) {
-  constexpr std::int64_t kV = kLanesV;
+// An interval [*x_lo, *x_hi] of x whose q is inside (q is monotone in x, and q(0) = zp is
+// inside): the ends estimated as (qmin|qmax -+ 1/2 - zp) s, moved 4 floats inward, checked with
+// this path's q, and moved further in (doubling) until the check holds; two evaluations of q as
+// a rule. An inner interval, not the exact one: a block with an x in the sliver left out takes
+// the masked path, which gives the same bits.
+void InsideRange(const LsqConsts& c, float s, float zp, float qmin, float qmax, float* x_lo,
+                 float* x_hi) {
+  using detail::float_of_order, detail::float_order;
+  const auto q = [&](std::int64_t o) {
+    return hn::GetLane(RoundEven(Fma(hn::Set(DF(), float_of_order(o)), c.inv, c.zp)));
+  };
+  const std::int64_t lo0 = float_order((qmin - 0.5f - zp) * s),
+                     hi0 = float_order((qmax + 0.5f - zp) * s);
+  std::int64_t lo = lo0, hi = hi0;
+  for (std::int64_t step = 4; (lo = std::min<std::int64_t>(lo0 + step, 0)) < 0 && !(q(lo) >= qmin);
+       step *= 2) {
+  }
+  for (std::int64_t step = 4; (hi = std::max<std::int64_t>(hi0 - step, 0)) > 0 && !(q(hi) <= qmax);
+       step *= 2) {
+  }
+  *x_lo = float_of_order(lo);
+  *x_hi = float_of_order(hi);
+}
+
+// Every x of the block in [c.x_lo, c.x_hi], the x whose q is inside (InsideRange), NaN
+// not; on x, so that a branch on it does not wait for the rounding. Two vectors (AVX2): a min /
+// max of the two and two compares; LtOr / GtOr return their second operand for NaN, so a NaN in
+// x[1] reaches `mx` and a NaN in x[0] reaches `mn`. Otherwise two compares per vector.
+HWY_INLINE bool AllInside(const VF (&x)[kLanesV], const LsqConsts& c) {
   const DF df;
-  VF q[kV], ta[kV];
-  MF all_inside, not_below[kV], inside[kV];
-  for (std::int64_t k = 0; k < kV; ++k) {
-    q[k] = RoundEven(Fma(hn::LoadU(df, x + k * kNF), c.inv, c.zp));
-    not_below[k] = hn::Ge(q[k], c.lo);
-    inside[k] = hn::And(not_below[k], hn::Le(q[k], c.hi));
-    all_inside = k == 0 ? inside[k] : hn::And(all_inside, inside[k]);
+  if constexpr (kLanesV == 2) {
+    const VF mn = LtOr(x[1], x[0]), mx = GtOr(x[0], x[1]);
+    return hn::AllTrue(df, hn::And(hn::Ge(mn, c.x_lo), hn::Le(mx, c.x_hi)));
+  } else {
+    MF ok = hn::And(hn::Ge(x[0], c.x_lo), hn::Le(x[0], c.x_hi));
+    for (std::int64_t k = 1; k < kLanesV; ++k)
+      ok = hn::And(ok, hn::And(hn::Ge(x[k], c.x_lo), hn::Le(x[k], c.x_hi)));
+    return hn::AllTrue(df, ok);
   }
-  if (hn::AllTrue(df, all_inside)) {
-    for (std::int64_t k = 0; k < kV; ++k) {
-      const VF g = hn::LoadU(df, dy + k * kNF);
-      hn::StoreU(g, df, dx + k * kNF);
-      const VF r = hn::Sub(hn::Mul(hn::Sub(q[k], c.zp), c.s), hn::LoadU(df, x + k * kNF));
-      ta[k] = hn::Mul(g, r);
-    }
-    for (std::int64_t k = 0; k < kV; ++k) a[k] = hn::Add(a[k], ta[k]);
-    return;
-  }
-  VF tb[kV], tz[kV];
-  for (std::int64_t k = 0; k < kV; ++k) {
+}
+
+// A block with every element inside: no masks, no outside terms (b / z would get +0, and +0
+// added to a float lane, which is never -0, changes nothing).
+HWY_INLINE void InsideBlock(const VF (&xv)[kLanesV], const float* dy, float* dx, const LsqConsts& c,
+                            Lanes& a) {
+  const DF df;
+  VF ta[kLanesV];
+  for (std::int64_t k = 0; k < kLanesV; ++k) {
     const VF g = hn::LoadU(df, dy + k * kNF);
-    hn::StoreU(hn::IfThenElseZero(inside[k], g), df, dx + k * kNF);
-    const VF r = hn::Sub(hn::Mul(hn::Sub(q[k], c.zp), c.s), hn::LoadU(df, x + k * kNF));
-    ta[k] = hn::IfThenElseZero(inside[k], hn::Mul(g, r));  // r is NaN at x = +-inf: masked
-    const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below[k], c.big, c.small)), c.gf);
-    tb[k] = hn::IfThenZeroElse(inside[k], e_out);
-    tz[k] = hn::IfThenZeroElse(inside[k], hn::Mul(hn::Mul(g, c.neg_s), c.gf));
+    hn::StoreU(g, df, dx + k * kNF);
+    const VF q = RoundEven(Fma(xv[k], c.inv, c.zp));
+    ta[k] = hn::Mul(g, hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), xv[k]));
   }
-  for (std::int64_t k = 0; k < kV; ++k) {
+  for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = hn::Add(a[k], ta[k]);
+}
+
+// Any block, every term masked; the same bits as InsideBlock where all are inside. Returns
+// whether some element was outside.
+HWY_INLINE bool MaskedBlock(const VF (&xv)[kLanesV], const float* dy, float* dx, const LsqConsts& c,
+                            Lanes& a, Lanes& b, Lanes& z) {
+  const DF df;
+  VF ta[kLanesV], tb[kLanesV], tz[kLanesV];
+  MF all_inside;
+  for (std::int64_t k = 0; k < kLanesV; ++k) {
+    const VF q = RoundEven(Fma(xv[k], c.inv, c.zp));
+    const MF not_below = hn::Ge(q, c.lo), inside = hn::And(not_below, hn::Le(q, c.hi));
+    all_inside = k == 0 ? inside : hn::And(all_inside, inside);
+    const VF g = hn::LoadU(df, dy + k * kNF);
+    hn::StoreU(hn::IfThenElseZero(inside, g), df, dx + k * kNF);
+    const VF r = hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), xv[k]);
+    ta[k] = hn::IfThenElseZero(inside, hn::Mul(g, r));  // r is NaN at x = +-inf: masked
+    const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
+    tb[k] = hn::IfThenZeroElse(inside, e_out);
+    tz[k] = hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf));
+  }
+  for (std::int64_t k = 0; k < kLanesV; ++k) {
     a[k] = hn::Add(a[k], ta[k]);
     b[k] = hn::Add(b[k], tb[k]);
     z[k] = hn::Add(z[k], tz[k]);
   }
-  outside = true;
+  return !hn::AllTrue(df, all_inside);
 }
+
+// Which blocks take InsideBlock: a branch per block is fastest while outside elements are rare
+// (a learned scale), but each such block mispredicts, and from ~1.6% of elements outside (a
+// quarter of the blocks) that costs more than masking every block (the CPU here: 2x more at 6%).
+// So each chunk picks, by a moving average over ~8 chunks of the blocks per chunk that had an
+// element outside: per-block branches, or every block masked. Both give the same bits.
+struct Mode {
+  std::int32_t avg64 = 0;  // 64 x that average
+  bool masked = false;
+  void update(std::int32_t outside_blocks) {
+    avg64 += 8 * outside_blocks - avg64 / 8;
+    masked = masked ? avg64 >= kBackBelow : avg64 > kMaskAbove;
+  }
+  static constexpr std::int32_t kMaskAbove = 144, kBackBelow = 120;  // 2.25 and 1.9 blocks
+};
 
 void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
                  std::int64_t qmin, std::int64_t qmax, float gf, double* dscale, double* dzp) {
@@ -79,26 +158,49 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
   c.small = hn::Set(df, static_cast<float>(qmin) - zp);
   c.big = hn::Set(df, static_cast<float>(qmax) - zp);
   c.neg_s = hn::Set(df, -1.0f * s);
+  float x_lo, x_hi;
+  InsideRange(c, s, zp, static_cast<float>(qmin), static_cast<float>(qmax), &x_lo, &x_hi);
+  c.x_lo = hn::Set(df, x_lo);
+  c.x_hi = hn::Set(df, x_hi);
   double da[16] = {}, db[16] = {}, dz[16] = {};  // chunk128's double lanes
   Lanes a, b, z;
   for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = b[k] = z[k] = hn::Zero(df);
+  Mode mode;
   for (std::int64_t chunk = 0; chunk < n; chunk += 128) {
     const std::int64_t end = std::min(n, chunk + 128);
-    bool outside = false;
+    std::int32_t outside = 0;  // blocks with an element outside
     std::int64_t i = chunk;
-    for (; i + 16 <= end; i += 16) LsqStep16(x + i, dy + i, dx + i, c, a, b, z, outside);
+    VF xv[kLanesV];
+    if (mode.masked) {
+      for (; i + 16 <= end; i += 16) {
+        for (std::int64_t k = 0; k < kLanesV; ++k) xv[k] = hn::LoadU(df, x + i + k * kNF);
+        outside += MaskedBlock(xv, dy + i, dx + i, c, a, b, z);
+      }
+    } else {
+      for (; i + 16 <= end; i += 16) {
+        for (std::int64_t k = 0; k < kLanesV; ++k) xv[k] = hn::LoadU(df, x + i + k * kNF);
+        if (HWY_LIKELY(AllInside(xv, c))) {
+          InsideBlock(xv, dy + i, dx + i, c, a);
+        } else {
+          MaskedBlock(xv, dy + i, dx + i, c, a, b, z);
+          ++outside;
+        }
+      }
+    }
     if (i < end) {  // padded: x = dy = 0 gives +0 terms
       float xp[16] = {}, gp[16] = {}, dxp[16];
       std::memcpy(xp, x + i, (end - i) * sizeof(float));
       std::memcpy(gp, dy + i, (end - i) * sizeof(float));
-      LsqStep16(xp, gp, dxp, c, a, b, z, outside);
+      for (std::int64_t k = 0; k < kLanesV; ++k) xv[k] = hn::LoadU(df, xp + k * kNF);
+      outside += MaskedBlock(xv, gp, dxp, c, a, b, z);
       std::memcpy(dx + i, dxp, (end - i) * sizeof(float));
     }
     FlushLanes(a, da);
-    if (outside) {  // else their float lanes are all +0
+    if (outside > 0) {  // else their float lanes are all +0
       FlushLanes(b, db);
       FlushLanes(z, dz);
     }
+    mode.update(outside);
   }
   lsq_combine(FoldLanes(da), FoldLanes(db), FoldLanes(dz), s, gf, dscale, dzp);
 }
