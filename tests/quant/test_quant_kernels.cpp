@@ -167,7 +167,8 @@ BOOST_AUTO_TEST_CASE(lsq_blocks_at_the_inside_range_ends) {
                {0.5f, -2, -8, 7},
                {0.037f, 127, 0, 255},
                {3.0e-5f, -30000, -32768, 32767},
-               {1.0f, 0, 0, 1}};
+               {1.0f, 0, 0, 1},
+               {0.05f, 300, 0, 255}};  // a zero point outside the range (the ops clamp theirs)
   for (const auto& c : cases) {
     const float inv = 1.0f / c.s, lo = static_cast<float>(c.qmin), hi = static_cast<float>(c.qmax);
     const auto q = [&](float v) { return std::nearbyint(std::fma(v, inv, c.zp)); };

@@ -47,11 +47,11 @@ struct LsqConsts {
 // they stay in registers (chunk128's double lanes go to memory once per chunk).
 using Lanes = VF[kLanesV];
 
-// An interval [*x_lo, *x_hi] of x whose q is inside (q is monotone in x, and q(0) = zp is
-// inside): the ends estimated as (qmin|qmax -+ 1/2 - zp) s, moved 4 floats inward, checked with
-// this path's q, and moved further in (doubling) until the check holds; two evaluations of q as
-// a rule. An inner interval, not the exact one: a block with an x in the sliver left out takes
-// the masked path, which gives the same bits.
+// An interval [*x_lo, *x_hi] of x whose q is inside (q is monotone in x, and q(0) = zp, inside
+// for the ops' zero points; else the interval is empty): the ends estimated as (qmin|qmax -+ 1/2 - zp)
+// s, moved 4 floats inward, checked with this path's q, and moved further in (doubling) until the check
+// holds; two evaluations of q as a rule. An inner interval, not the exact one: a block with an x in the
+// sliver left out takes the masked path, which gives the same bits.
 void InsideRange(const LsqConsts& c, float s, float zp, float qmin, float qmax, float* x_lo,
                  float* x_hi) {
   using detail::float_of_order, detail::float_order;
@@ -67,8 +67,9 @@ void InsideRange(const LsqConsts& c, float s, float zp, float qmin, float qmax, 
   for (std::int64_t step = 4; (hi = std::max<std::int64_t>(hi0 - step, 0)) > 0 && !(q(hi) <= qmax);
        step *= 2) {
   }
-  *x_lo = float_of_order(lo);
-  *x_hi = float_of_order(hi);
+  const bool checked = q(lo) >= qmin && q(hi) <= qmax;  // else zp is outside: no interval
+  *x_lo = checked ? float_of_order(lo) : __builtin_inff();
+  *x_hi = checked ? float_of_order(hi) : -__builtin_inff();
 }
 
 // Every x of the block in [c.x_lo, c.x_hi], the x whose q is inside (InsideRange), NaN
