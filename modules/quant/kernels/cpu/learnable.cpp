@@ -13,27 +13,6 @@
 #include "modules/quant/kernels/cpu/common-inl.h"
 #include "modules/quant/kernels/cpu/kernels.h"
 
-#ifndef QAT_LSQ_FLOAT_ORDER_ONCE
-#define QAT_LSQ_FLOAT_ORDER_ONCE
-namespace qat::quant::kernels::detail {
-
-// Floats in their order as integers (-0 and +0 both 0; -inf .. +inf = -0x7f800000 .. 0x7f800000).
-inline std::int64_t float_order(float f) {
-  std::int32_t b;
-  std::memcpy(&b, &f, 4);
-  return b >= 0 ? b : -(b & 0x7fffffff);
-}
-inline float float_of_order(std::int64_t o) {
-  const std::uint32_t b =
-      o >= 0 ? static_cast<std::uint32_t>(o) : 0x80000000u | static_cast<std::uint32_t>(-o);
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
-}  // namespace qat::quant::kernels::detail
-#endif
-
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
@@ -47,19 +26,30 @@ struct LsqConsts {
 // they stay in registers (chunk128's double lanes go to memory once per chunk).
 using Lanes = VF[kLanesV];
 
-// An interval [*x_lo, *x_hi] of x whose q is inside (q is monotone in x, and q(0) = zp, inside
-// for the ops' zero points; else the interval is empty): the ends estimated as (qmin|qmax -+ 1/2 - zp)
-// s, moved 4 floats inward, checked with this path's q, and moved further in (doubling) until the check
-// holds; two evaluations of q as a rule. An inner interval, not the exact one: a block with an x in the
-// sliver left out takes the masked path, which gives the same bits.
-void InsideRange(const LsqConsts& c, float s, float zp, float qmin, float qmax, float* x_lo,
-                 float* x_hi) {
-  using detail::float_of_order, detail::float_order;
+// Floats in their order as integers (-0 and +0 both 0; -inf .. +inf = -0x7f800000 .. 0x7f800000).
+HWY_INLINE std::int64_t FloatOrder(float f) {
+  std::int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b >= 0 ? b : -(b & 0x7fffffff);
+}
+HWY_INLINE float FloatOfOrder(std::int64_t o) {
+  const std::uint32_t b =
+      o >= 0 ? static_cast<std::uint32_t>(o) : 0x80000000u | static_cast<std::uint32_t>(-o);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// c.x_lo, c.x_hi: an interval of x whose q is inside (q is monotone in x, and q(0) = zp is inside
+// for the ops' zero points; else the interval is empty). The ends are estimated as
+// (qmin|qmax -+ 1/2 - zp) s, moved 4 floats inward, checked with this path's q and moved further
+// in (doubling) until the check holds: two evaluations of q as a rule. An inner interval, not the
+// exact one: a block with an x in the sliver left out takes the masked path, the same bits.
+void SetInsideRange(LsqConsts& c, float s, float zp, float qmin, float qmax) {
   const auto q = [&](std::int64_t o) {
-    return hn::GetLane(RoundEven(Fma(hn::Set(DF(), float_of_order(o)), c.inv, c.zp)));
+    return hn::GetLane(RoundEven(Fma(hn::Set(DF(), FloatOfOrder(o)), c.inv, c.zp)));
   };
-  const std::int64_t lo0 = float_order((qmin - 0.5f - zp) * s),
-                     hi0 = float_order((qmax + 0.5f - zp) * s);
+  const std::int64_t lo0 = FloatOrder((qmin - 0.5f - zp) * s), hi0 = FloatOrder((qmax + 0.5f - zp) * s);
   std::int64_t lo = lo0, hi = hi0;
   for (std::int64_t step = 4; (lo = std::min<std::int64_t>(lo0 + step, 0)) < 0 && !(q(lo) >= qmin);
        step *= 2) {
@@ -68,11 +58,11 @@ void InsideRange(const LsqConsts& c, float s, float zp, float qmin, float qmax, 
        step *= 2) {
   }
   const bool checked = q(lo) >= qmin && q(hi) <= qmax;  // else zp is outside: no interval
-  *x_lo = checked ? float_of_order(lo) : __builtin_inff();
-  *x_hi = checked ? float_of_order(hi) : -__builtin_inff();
+  c.x_lo = hn::Set(DF(), checked ? FloatOfOrder(lo) : __builtin_inff());
+  c.x_hi = hn::Set(DF(), checked ? FloatOfOrder(hi) : -__builtin_inff());
 }
 
-// Every x of the block in [c.x_lo, c.x_hi], the x whose q is inside (InsideRange), NaN
+// Every x of the block in [c.x_lo, c.x_hi], the x whose q is inside (SetInsideRange), NaN
 // not; on x, so that a branch on it does not wait for the rounding. Two vectors (AVX2): a min /
 // max of the two and two compares; LtOr / GtOr return their second operand for NaN, so a NaN in
 // x[1] reaches `mx` and a NaN in x[0] reaches `mn`. Otherwise two compares per vector.
@@ -159,10 +149,7 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
   c.small = hn::Set(df, static_cast<float>(qmin) - zp);
   c.big = hn::Set(df, static_cast<float>(qmax) - zp);
   c.neg_s = hn::Set(df, -1.0f * s);
-  float x_lo, x_hi;
-  InsideRange(c, s, zp, static_cast<float>(qmin), static_cast<float>(qmax), &x_lo, &x_hi);
-  c.x_lo = hn::Set(df, x_lo);
-  c.x_hi = hn::Set(df, x_hi);
+  SetInsideRange(c, s, zp, static_cast<float>(qmin), static_cast<float>(qmax));
   double da[16] = {}, db[16] = {}, dz[16] = {};  // chunk128's double lanes
   Lanes a, b, z;
   for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = b[k] = z[k] = hn::Zero(df);
