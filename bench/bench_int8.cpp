@@ -18,6 +18,9 @@
 //   int8 layer's input codes above 127;
 //   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
 //     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
+//     ROW int8_linear_ceiling <X>x_faster (...) the most int8_linear can show on this path: the
+//         int8 multiply's rate (vpmaddwd + vpaddd, or vpdpbusd) over FMA's of the same width, on
+//         registers (bench/port_ceiling.h), and each kernel's share of its own
 //     ROW int8_linear_relu <X>x_faster (...)  the same, 0.3% of the inputs above 127 (a trained ReLU
 //         layer's share: quads plus the excess on AVX2 / AVX-512)
 //     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/port_ceiling.h"
 #include "examples/common/models.h"
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
@@ -264,11 +268,26 @@ std::tuple<double, double, double> time_dynamic_linear(std::int64_t N, std::int6
 
 // --rows: the machine-readable lines for the current path
 int print_rows(bool torch) {
+  double linear8 = 0, linear32 = 0;  // the uniform row's times, for its ceiling
   for (const bool narrow : {false, true}) {
     const auto [l8, l32] = time_linear(64, 784, 256, narrow);
     std::printf("ROW %s %.2fx_faster (%s 64x784.256: int8 %.1fus vs f32 gemm %.1fus)\n",
                 narrow ? "int8_linear_7bit" : "int8_linear", l32 / l8, cpu::isa_name(cpu::isa()),
                 l8 * 1e6, l32 * 1e6);
+    if (!narrow) linear8 = l8, linear32 = l32;
+  }
+  // The most the uniform row can show on this path: the int8 multiply's rate over FMA's
+  // (bench/port_ceiling.h), and how near each kernel runs to its own
+  if (const cpu::Isa isa = cpu::isa(); isa != cpu::Isa::Generic) {
+    const bool wide = isa == cpu::Isa::AVX512 || isa == cpu::Isa::AVX512_VNNI;
+    const bool vnni = isa == cpu::Isa::AVX2_VNNI || isa == cpu::Isa::AVX512_VNNI;
+    const bench::PortCeiling c = bench::port_ceiling(wide, vnni);
+    const double macs = 64.0 * 784 * 256;
+    std::printf(
+        "ROW int8_linear_ceiling %.2fx_faster (%s: %s %.0f vs FMA %.0f GMAC/s on registers; the int8 "
+        "kernel at %.0f%%, the f32 gemm at %.0f%% of them)\n",
+        c.ratio(), cpu::isa_name(isa), c.int8_insn, c.int8_macs * 1e-9, c.fma_macs * 1e-9,
+        100 * macs / linear8 / c.int8_macs, 100 * macs / linear32 / c.fma_macs);
   }
   {  // 0.3% of the inputs above 127, as a trained model's ReLU layers (quads plus the excess)
     const auto [l8, l32] = time_linear(64, 784, 256, true, 0.003);
