@@ -109,6 +109,22 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   }
 }
 
+// One tile height's rows times blocks [b0, b1): kNB blocks at a time, a last one alone. Not
+// inlined: gemm_rows holding the tiles of both heights allocates their registers worse (AVX3:
+// the broadcast of a row reloaded for every block, 37% slower).
+template <std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
+HWY_NOINLINE void tile_row(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
+                           std::int64_t pieces, std::int64_t psteps, const std::int32_t* aoff,
+                           std::int64_t b0, std::int64_t b1, std::int64_t row, std::int64_t valid,
+                           const Excess* const* ex, const std::int64_t* nex) {
+  for (std::int64_t b = b0; b < b1; b += kNB) {
+    if (b + kNB <= b1)
+      tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap, poff, pieces, psteps, aoff, b, row, valid, ex, nex);
+    else
+      tile<1, MR, kNarrow, kExcess, kPool>(g, ap, poff, pieces, psteps, aoff, b, row, valid, ex, nex);
+  }
+}
+
 template <PackFormat kFormat, bool kExcess, bool kPool>
 void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                void* scratch) {
@@ -118,6 +134,14 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
   constexpr std::int64_t kMRFree = kNarrow ? kMR7 : kMR;
   constexpr std::int64_t MR = kPool && kMRFree % kPoolWindow != 0 ? kPoolWindow : kMRFree;
   static_assert(kRowBlock % MR == 0);
+  // Tiles of kPoolWindow rows where MR would leave rows to pad (6 divides no power of two: a
+  // batch of 64 ends in 16 = 6 + 6 + 4 rows, 32 in 8 = 4 + 4): the next tile's height for
+  // `left` rows, MR unless MRt wastes fewer or leaves a remainder that it does not
+  constexpr std::int64_t MRt = MR > kPoolWindow ? kPoolWindow : MR;
+  const auto height = [](std::int64_t left) {
+    if (left >= MR) return left - MR > 0 && left - MR < MRt ? MRt : MR;
+    return left <= MRt ? MRt : MR;
+  };
   auto* s = static_cast<std::uint8_t*>(scratch);
   const std::int64_t astride = g.steps * 4;
   const std::int64_t zero = 0;
@@ -136,7 +160,8 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
         aoff[st] = static_cast<std::int32_t>(poff[p] + 4 * q);
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    const std::int64_t rows_pad = (rows + MR - 1) / MR * MR;
+    std::int64_t rows_pad = 0;  // <= kRowBlock (the heights above, for any rows <= 24)
+    for (std::int64_t left = rows; left > 0; left -= height(left)) rows_pad += height(left);
     const auto src = [&](std::int64_t i) {  // the convolution row of tile row i (kPool: mapped)
       const std::int64_t m = r + (i < rows ? i : rows - 1);
       return g.row_map ? g.row_map[m] : m;
@@ -155,16 +180,15 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
       }
     }
     // a tile's rows stay in L1 while the weight blocks stream past them
-    for (std::int64_t t = 0; t < rows_pad; t += MR) {
-      const std::int64_t valid = rows - t < MR ? rows - t : MR;
-      for (std::int64_t b = b0; b < b1; b += kNB) {
-        if (b + kNB <= b1)
-          tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b, r + t, valid,
-                                                 ex + t, nex + t);
-        else
-          tile<1, MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b, r + t, valid,
-                                               ex + t, nex + t);
-      }
+    for (std::int64_t t = 0, h = 0; t < rows; t += h) {
+      h = height(rows - t);
+      const std::int64_t valid = rows - t < h ? rows - t : h;
+      if (h == MR)
+        tile_row<MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t,
+                                              valid, ex + t, nex + t);
+      else
+        tile_row<MRt, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t,
+                                               valid, ex + t, nex + t);
     }
   }
 }
