@@ -24,6 +24,7 @@
 //     ROW int8_linear_relu <X>x_faster (...)  the same, 0.3% of the inputs above 127 (a trained ReLU
 //         layer's share: quads plus the excess on AVX2 / AVX-512)
 //     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
+//     ROW int8_dyn_linear_batch1 <X>x_faster (...)  the same for one row (decoding a token)
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
 //     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
@@ -295,12 +296,14 @@ int print_rows(bool torch) {
                 "gemm %.1fus)\n",
                 l32 / l8, cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
   }
-  const auto [dk, dl, d32] = time_dynamic_linear(64, 768, 256);
-  std::printf(
-      "ROW int8_dyn_linear %.2fx_faster (%s 64x768.256 int4 groups of 32: layer %.1fus (kernel %.1fus) "
-      "vs "
-      "f32 gemm %.1fus)\n",
-      d32 / dl, cpu::isa_name(cpu::isa()), dl * 1e6, dk * 1e6, d32 * 1e6);
+  for (const std::int64_t batch : {64, 1}) {  // batch 1: one token at a time, as when decoding
+    const auto [dk, dl, d32] = time_dynamic_linear(batch, 768, 256);
+    std::printf(
+        "ROW %s %.2fx_faster (%s %lldx768.256 int4 groups of 32: layer %.1fus (kernel %.1fus) vs f32 "
+        "gemm %.1fus)\n",
+        batch == 1 ? "int8_dyn_linear_batch1" : "int8_dyn_linear", d32 / dl, cpu::isa_name(cpu::isa()),
+        static_cast<long long>(batch), dl * 1e6, dk * 1e6, d32 * 1e6);
+  }
   std::string why = "--no-torch";
   const auto rows = torch ? run_torch(cpu::isa(), {64}, &why) : TorchRows{};
   // int8_default (activations in [0, 255]) and int8_fbgemm (PyTorch fbgemm's reduce_range: in

@@ -92,6 +92,7 @@ line int8_linear_ceiling "  its ceiling: int8 multiply vs FMA rate, on registers
 line int8_linear_7bit "  the same, inputs in [0, 127] (fbgemm reduce_range)"
 line int8_linear_relu "  the same, 0.3% above 127 (a trained ReLU layer's)"
 line int8_dyn_linear "dynamic int8 linear (8da4w) vs own float GEMM"
+line int8_dyn_linear_batch1 "  the same, batch 1 (one token, as when decoding)"
 line int8_cnn_vs_fp32 "int8 CNN inference vs own fp32 (>= 2x faster)"
 line int8_cnn_7bit_vs_fp32 "  the same, qconfig int8_fbgemm (7-bit activations)"
 line int8_cnn_vs_torch "int8 CNN inference vs PyTorch 1.13 int8 (faster)"

@@ -64,9 +64,19 @@ BOOST_AUTO_TEST_CASE(kernel_matches_reference_on_every_path) {
     std::int64_t M, K, O, group;
     bool extreme;
   };
-  const Case cases[] = {{1, 1, 1, 1, false},     {5, 31, 17, 31, false}, {7, 33, 15, 32, false},
-                        {13, 100, 33, 3, false}, {25, 67, 16, 67, true}, {9, 64, 40, 32, true},
-                        {17, 96, 48, 32, false}, {3, 200, 5, 7, false}};
+  const Case cases[] = {{1, 1, 1, 1, false},
+                        {5, 31, 17, 31, false},
+                        {7, 33, 15, 32, false},
+                        {13, 100, 33, 3, false},
+                        {25, 67, 16, 67, true},
+                        {9, 64, 40, 32, true},
+                        {17, 96, 48, 32, false},
+                        {3, 200, 5, 7, false},
+                        // each tail tile height (1, 2, 4 rows) after whole tiles of 6 (AVX2) or 8
+                        {2, 40, 20, 8, false},
+                        {10, 50, 33, 16, false},
+                        {4, 64, 16, 32, true},
+                        {14, 33, 17, 11, false}};
   for (const Case& c : cases)
     for (int relu = 0; relu < 2; ++relu) {
       BOOST_TEST_CONTEXT("M " << c.M << " K " << c.K << " O " << c.O << " group " << c.group << " relu "

@@ -100,11 +100,11 @@ constexpr int kNB = 1;
 #endif
 
 // Rows [r, r + rows) of x as int16 (x - zp), group by group, each padded with zeros to `steps`
-// pairs; rows up to kMR are zero.
-HWY_INLINE void fill_rows(const DynArgs& a, std::int64_t r, std::int64_t rows,
+// pairs; rows up to `height` (the tile's) are zero.
+HWY_INLINE void fill_rows(const DynArgs& a, std::int64_t r, std::int64_t rows, std::int64_t height,
                           std::int16_t* __restrict s) {
   const std::int64_t stride = a.groups * a.steps * 2;
-  for (std::int64_t i = 0; i < kMR; ++i) {
+  for (std::int64_t i = 0; i < height; ++i) {
     std::int16_t* __restrict d = s + i * stride;
     if (i >= rows) {
       for (std::int64_t j = 0; j < stride; ++j) d[j] = 0;
@@ -121,10 +121,11 @@ HWY_INLINE void fill_rows(const DynArgs& a, std::int64_t r, std::int64_t rows,
   }
 }
 
-// sum[i][c] = sum[i][c] + float(acc[i][c]) * ws[c] (the group's end; same loop on every path)
+// sum[i][c] = sum[i][c] + float(acc[i][c]) * ws[c] for the tile's `height` rows (the group's
+// end; same loop on every path)
 HWY_INLINE void add_group(const std::int32_t* __restrict acc, const float* __restrict ws,
-                          std::int64_t width, float* __restrict sum) {
-  for (std::int64_t i = 0; i < kMR; ++i)
+                          std::int64_t height, std::int64_t width, float* __restrict sum) {
+  for (std::int64_t i = 0; i < height; ++i)
     for (std::int64_t c = 0; c < width; ++c)
       sum[i * width + c] = sum[i * width + c] + static_cast<float>(acc[i * width + c]) * ws[c];
 }
