@@ -109,19 +109,31 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
   }
 }
 
-// One tile height's rows times blocks [b0, b1): kNB blocks at a time, a last one alone. Not
-// inlined: gemm_rows holding the tiles of both heights allocates their registers worse (AVX3:
-// the broadcast of a row reloaded for every block, 37% slower).
+// One row of tiles: their rows (ap[0..], from GEMM row `row`, `valid` of them real) times
+// blocks [b0, b1), with the tile's other arguments.
+struct TileRow {
+  const GemmArgs& g;
+  const std::uint8_t* const* ap;
+  const std::int64_t* poff;
+  std::int64_t pieces, psteps;
+  const std::int32_t* aoff;
+  std::int64_t b0, b1, row, valid;
+  const Excess* const* ex;
+  const std::int64_t* nex;
+};
+
+// A row of tiles of MR rows: kNB blocks at a time, a last one alone. Not inlined: gemm_rows
+// holding the tiles of every height allocates their registers worse (AVX3: the broadcast of a
+// row reloaded for every block, 37% slower).
 template <std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
-HWY_NOINLINE void tile_row(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
-                           std::int64_t pieces, std::int64_t psteps, const std::int32_t* aoff,
-                           std::int64_t b0, std::int64_t b1, std::int64_t row, std::int64_t valid,
-                           const Excess* const* ex, const std::int64_t* nex) {
-  for (std::int64_t b = b0; b < b1; b += kNB) {
-    if (b + kNB <= b1)
-      tile<kNB, MR, kNarrow, kExcess, kPool>(g, ap, poff, pieces, psteps, aoff, b, row, valid, ex, nex);
+HWY_NOINLINE void tile_row(const TileRow& t) {
+  for (std::int64_t b = t.b0; b < t.b1; b += kNB) {
+    if (b + kNB <= t.b1)
+      tile<kNB, MR, kNarrow, kExcess, kPool>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
+                                             t.valid, t.ex, t.nex);
     else
-      tile<1, MR, kNarrow, kExcess, kPool>(g, ap, poff, pieces, psteps, aoff, b, row, valid, ex, nex);
+      tile<1, MR, kNarrow, kExcess, kPool>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
+                                           t.valid, t.ex, t.nex);
   }
 }
 
@@ -134,12 +146,14 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
   constexpr std::int64_t kMRFree = kNarrow ? kMR7 : kMR;
   constexpr std::int64_t MR = kPool && kMRFree % kPoolWindow != 0 ? kPoolWindow : kMRFree;
   static_assert(kRowBlock % MR == 0);
-  // Tiles of kPoolWindow rows where MR would leave rows to pad (6 divides no power of two: a
-  // batch of 64 ends in 16 = 6 + 6 + 4 rows, 32 in 8 = 4 + 4): the next tile's height for
-  // `left` rows, MR unless MRt wastes fewer or leaves a remainder that it does not
+  // Row tiles of MR, and for the rows left over (< MR) one of 1 or 2 rows (a batch of one, as
+  // when decoding, multiplies one row instead of MR) or of kPoolWindow, or else MR with rows to
+  // pad: 6 divides no power of two, and a row block of 16 becomes 6 + 6 + 4. Pooled: whole
+  // windows only.
   constexpr std::int64_t MRt = MR > kPoolWindow ? kPoolWindow : MR;
-  const auto height = [](std::int64_t left) {
-    if (left >= MR) return left - MR > 0 && left - MR < MRt ? MRt : MR;
+  const auto height = [](std::int64_t left) -> std::int64_t {
+    if (left >= MR) return MR;
+    if (!kPool && left <= 2) return left;
     return left <= MRt ? MRt : MR;
   };
   auto* s = static_cast<std::uint8_t*>(scratch);
@@ -183,12 +197,13 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
     for (std::int64_t t = 0, h = 0; t < rows; t += h) {
       h = height(rows - t);
       const std::int64_t valid = rows - t < h ? rows - t : h;
+      const TileRow tr{g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t, valid, ex + t, nex + t};
       if (h == MR)
-        tile_row<MR, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t,
-                                              valid, ex + t, nex + t);
-      else
-        tile_row<MRt, kNarrow, kExcess, kPool>(g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t,
-                                               valid, ex + t, nex + t);
+        tile_row<MR, kNarrow, kExcess, kPool>(tr);
+      else if (h == MRt)
+        tile_row<MRt, kNarrow, kExcess, kPool>(tr);
+      else if constexpr (!kPool)  // 1 or 2 rows
+        h == 1 ? tile_row<1, kNarrow, kExcess, kPool>(tr) : tile_row<2, kNarrow, kExcess, kPool>(tr);
     }
   }
 }
