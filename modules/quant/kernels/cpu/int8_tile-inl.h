@@ -174,7 +174,7 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
         aoff[st] = static_cast<std::int32_t>(poff[p] + 4 * q);
   for (std::int64_t r = r0; r < r1; r += kRowBlock) {
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
-    std::int64_t rows_pad = 0;  // <= kRowBlock (the heights above, for any rows <= 24)
+    std::int64_t rows_pad = 0;  // at most the next multiple of MR, <= kRowBlock
     for (std::int64_t left = rows; left > 0; left -= height(left)) rows_pad += height(left);
     const auto src = [&](std::int64_t i) {  // the convolution row of tile row i (kPool: mapped)
       const std::int64_t m = r + (i < rows ? i : rows - 1);
