@@ -52,6 +52,9 @@ void run_tables() {
       {"mlp fc1 forward   x W^T", false, true, 64, 256, 784},
       {"mlp fc1 dW        G^T x", true, false, 256, 784, 64},
       {"mlp fc2 dX        G W", false, false, 64, 256, 128},
+      {"fc1 batch 1       x W^T", false, true, 1, 256, 784},  // inference: dot products
+      {"fc1 batch 4       x W^T", false, true, 4, 256, 784},
+      {"fc1 batch 8       x W^T", false, true, 8, 256, 784},
       {"cnn conv2 forward W col", false, false, 32, 12544, 400},
       {"cnn conv2 dW      dY col^T", false, true, 32, 400, 12544},
       {"cnn conv2 dcol    W^T dY", true, false, 400, 12544, 32},

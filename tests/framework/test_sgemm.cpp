@@ -114,6 +114,23 @@ BOOST_AUTO_TEST_CASE(sgemm_odd_sizes_every_isa) {
   });
 }
 
+// A few rows times a transposed B (a Linear layer on a batch of up to 8: dot products of rows,
+// sgemm_dot.cpp): every row count, W rows around each tile width (8, 6, 4, 3 and the 4/2/1
+// tails), K around the vector width (masked tails), leading dimensions beyond the width.
+BOOST_AUTO_TEST_CASE(sgemm_few_rows_every_isa) {
+  qat::test::for_each_isa([](cpu::Isa) {
+    Generator gen(17);
+    int n = 0;
+    for (i64 M = 1; M <= 9; ++M)
+      for (i64 N : {1, 2, 3, 5, 6, 7, 8, 9, 13, 17, 70})
+        for (i64 K : {1, 3, 8, 9, 15, 16, 17, 63, 784}) {
+          ++n;
+          const auto& ab = kAlphaBeta[n % 4];
+          check_sgemm(gen, M, N, K, false, true, n % 3 == 0 ? 3 : 0, ab[0], ab[1]);
+        }
+  });
+}
+
 // Shapes past the cache blocks (MC, KC, NC), B rows far apart (packed), the training shapes.
 BOOST_AUTO_TEST_CASE(sgemm_blocked_shapes_every_isa) {
   qat::test::for_each_isa([](cpu::Isa isa) {
@@ -136,6 +153,8 @@ BOOST_AUTO_TEST_CASE(sgemm_empty_and_alpha_zero) {
     check_sgemm(gen, 5, 7, 0, false, false, 0, 1.0f, 0.5f);  // K = 0: C = beta C
     check_sgemm(gen, 5, 7, 0, true, true, 2, 1.0f, 0.0f);    // K = 0, beta = 0: C = 0
     check_sgemm(gen, 9, 17, 8, false, true, 0, 0.0f, 2.0f);  // alpha = 0
+    check_sgemm(gen, 3, 17, 8, false, true, 0, 0.0f, 2.0f);  // alpha = 0, few rows
+    check_sgemm(gen, 3, 7, 0, false, true, 1, 1.0f, 0.0f);   // K = 0, few rows
     std::vector<float> C{1.0f};
     detail::sgemm(false, false, 0, 1, 3, 1.0f, nullptr, 3, nullptr, 1, 0.0f, C.data(), 1);
     detail::sgemm(false, false, 1, 0, 3, 1.0f, nullptr, 3, nullptr, 1, 0.0f, C.data(), 1);
@@ -260,6 +279,9 @@ BOOST_AUTO_TEST_CASE(sgemm_bit_identical_across_thread_counts) {
                       0.5f, C.data(), 260);
         out.push_back(C);
       }
+      std::vector<float> C0(8 * 260, 1.0f);  // a few rows: dot products, W rows on threads
+      detail::sgemm(false, true, 8, 260, 700, 1.0f, A.data(), 700, B.data(), 700, 0.5f, C0.data(), 260);
+      out.push_back(C0);
       std::vector<float> C1(P * 32), C2(KK * 32), C3(32 * P);
       detail::sgemm_gather_a(P, 32, KK, 1.0f, x.data(), conv.pos.data(), conv.tap.data(), true, W.data(),
                              KK, 0.0f, C1.data(), 32);

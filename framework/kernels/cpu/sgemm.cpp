@@ -27,6 +27,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "framework/kernels/cpu/sgemm_args.h"
 #include "framework/tensor/parallel.h"
 
 // clang-format off
@@ -36,27 +37,6 @@
 
 #include "framework/kernels/cpu/lanes-inl.h"
 #include "framework/tensor/simd.h"
-
-#ifndef QAT_KERNELS_CPU_SGEMM_ARGS
-#define QAT_KERNELS_CPU_SGEMM_ARGS
-namespace qat::kernels {
-// One GEMM call: C = alpha * op(A) * op(B) + beta * C, A or B possibly gathered.
-struct SgemmArgs {
-  std::int64_t M, N, K;
-  float alpha, beta;
-  const float* a;
-  std::int64_t lda;
-  bool trans_a;
-  const std::int64_t *a_row, *a_kof;  // A(i, k) = a[a_row[i] + a_kof[k]] when set
-  const float* b;
-  std::int64_t ldb;
-  bool trans_b;
-  const std::int64_t *b_kof, *b_col;  // B(k, j) = b[b_kof[k] + b_col[j]] when set
-  float* c;
-  std::int64_t ldc;
-};
-}  // namespace qat::kernels
-#endif
 
 // No std:: templates below this point (ODR: they would be compiled with each target's flags).
 HWY_BEFORE_NAMESPACE();
@@ -525,7 +505,10 @@ bool forced_blas() {
   return blas;
 }
 
-void run(const kernels::SgemmArgs& args) { QAT_DISPATCH(kernels::SgemmRun)(args); }
+void run(const kernels::SgemmArgs& args) {
+  if (kernels::sgemm_as_dots(args)) return kernels::sgemm_dot(args);
+  QAT_DISPATCH(kernels::SgemmRun)(args);
+}
 }  // namespace
 
 std::int64_t sgemm_row_tile() { return sgemm_available() ? QAT_DISPATCH(kernels::SgemmRowTile)() : 0; }
