@@ -25,6 +25,8 @@
 //         layer's share: quads plus the excess on AVX2 / AVX-512)
 //     ROW int8_dyn_linear <X>x_faster (...)   our float GEMM time / dynamic int8 layer, 64x768 . 256
 //     ROW int8_dyn_linear_batch1 <X>x_faster (...)  the same for one row (decoding a token)
+//     ROW int8_linear_batch1 <X>x_faster (...)  nn::Linear's forward / QuantizedLinear's, one
+//         sample 784 -> 256 (whole layers: the int8 one's dot products of rows, the float one's)
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
 //     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
@@ -267,6 +269,29 @@ std::tuple<double, double, double> time_dynamic_linear(std::int64_t N, std::int6
   return {tk, tl, t32};
 }
 
+// {QuantizedLinear forward s, nn::Linear forward s} on one sample, K -> O (whole layers, no
+// autograd): the int8 layer on uint8 codes, the float one on floats
+std::pair<double, double> time_linear_layers_batch1(std::int64_t K, std::int64_t O) {
+  Generator gen(9);
+  Tensor wq = Tensor::empty(Shape{O, K}, DType::Int8);
+  for (std::int64_t i = 0; i < wq.numel(); ++i)
+    wq.data<std::int8_t>()[i] = static_cast<std::int8_t>(static_cast<int>(gen.below(256)) - 128);
+  const QuantInfo in{0.05, 3};
+  QuantizedLinear q(wq, Tensor::full(Shape{O}, 0.001f, DType::Float32),
+                    Tensor::full(Shape{O}, 0.1f, DType::Float32), in, ActivationQuant{QuantInfo{0.1, 3}},
+                    false);
+  Tensor xq = Tensor::empty(Shape{1, K}, DType::UInt8);
+  for (std::int64_t i = 0; i < K; ++i)
+    xq.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen.below(256));
+  xq.set_quant_info(in);
+  nn::Linear f(K, O);
+  const Tensor xf = Tensor::uniform(Shape{1, K}, 0, 1, gen);
+  NoGradGuard ng;
+  const double t8 = seconds_per_call([&] { q.forward(xq); });
+  const double t32 = seconds_per_call([&] { f.forward(xf); });
+  return {t8, t32};
+}
+
 // --rows: the machine-readable lines for the current path
 int print_rows(bool torch) {
   double linear8 = 0, linear32 = 0;  // the uniform row's times, for its ceiling
@@ -295,6 +320,13 @@ int print_rows(bool torch) {
     std::printf("ROW int8_linear_relu %.2fx_faster (%s 64x784.256, 0.3%% above 127: int8 %.1fus vs f32 "
                 "gemm %.1fus)\n",
                 l32 / l8, cpu::isa_name(cpu::isa()), l8 * 1e6, l32 * 1e6);
+  }
+  {
+    const auto [t8, t32] = time_linear_layers_batch1(784, 256);
+    std::printf(
+        "ROW int8_linear_batch1 %.2fx_faster (%s 1x784.256 layers: QuantizedLinear %.1fus vs nn::Linear "
+        "%.1fus)\n",
+        t32 / t8, cpu::isa_name(cpu::isa()), t8 * 1e6, t32 * 1e6);
   }
   for (const std::int64_t batch : {64, 1}) {  // batch 1: one token at a time, as when decoding
     const auto [dk, dl, d32] = time_dynamic_linear(batch, 768, 256);

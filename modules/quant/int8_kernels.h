@@ -133,6 +133,21 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
                       const PackedWeights& w, const Requant& rq, std::uint8_t* y, std::int64_t ldy,
                       bool x_checked_narrow = false);
 
+/// Rows of x up to which QuantizedLinear calls linear_u8s8_rows (a batch of one or two:
+/// inference on single samples) instead of the packed GEMM: measured faster there on every path
+/// (the packed GEMM's layer also checks its prepared weights against the stored ones).
+constexpr std::int64_t kRowsMax = 2;
+
+/// y (M, O), rows ldy apart = requant(sum_k (x(m, k) - zx) w(o, k)), x (M, K) uint8 rows ldx
+/// apart, w int8 (O, K) read as stored: dot products of rows, nothing packed or cached, so a
+/// layer needs no prepared copy of its weights (nor a check that they are unchanged). For a few
+/// rows (kRowsMax): each weight is widened once for all of them. The same bytes
+/// as gemm_u8s8_packed (exact int32 sums, the same output stage) on every path and thread count.
+/// Throws for K outside [1, 65793] (int32 sums) or zx outside [0, 255].
+void linear_u8s8_rows(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, std::int32_t zx,
+                      const std::int8_t* w, std::int64_t O, std::int64_t K, const Requant& rq,
+                      std::uint8_t* y, std::int64_t ldy);
+
 /// y (N, O) = requant(x (N, K) . w^T - zx * rowsum(w)), x uint8 with zero point zx,
 /// w int8 (O, K), w_sums = rowsum(w) (O, precomputed). Packs w on every call, narrow when
 /// quads_pay for x (layers pack once: pack_weights + gemm_u8s8_packed).

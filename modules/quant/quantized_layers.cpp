@@ -223,12 +223,8 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   for (const Bytes& b : parts)
     st->key.insert(st->key.end(), static_cast<const std::uint8_t*>(b.p),
                    static_cast<const std::uint8_t*>(b.p) + b.n);
-  const QuantInfo in = input_quant(), out = output_quant();
   const std::int64_t O = weight_.size(0), K = weight_.numel() / O, Og = O / groups;
-  for (std::int64_t o = 0; o < O; ++o) {
-    st->scales.push_back(static_cast<float>(in.scale) * weight_scale_.data<float>()[o]);
-    st->bias.push_back(bias_.defined() ? bias_.data<float>()[o] : 0.0f);
-  }
+  st->requant = output_stage(st->scales, st->bias);
   // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col, or
   // (kw, kh, Cg), the tall windows'
   const std::int8_t* w = weight_.data<std::int8_t>();
@@ -257,16 +253,30 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   }
   for (std::int64_t g = 0; g < groups; ++g)
     st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces, narrow));
-  const std::int32_t lo = output_range_.data<std::int32_t>()[0],
-                     hi = output_range_.data<std::int32_t>()[1];
-  st->requant = {st->scales.data(),
-                 st->bias.data(),
-                 1.0f / static_cast<float>(out.scale),
-                 out.zero_point,
-                 fused_relu_ ? std::max(lo, out.zero_point) : lo,
-                 hi};
   cached = std::move(st);
   return *cached;
+}
+
+int8::Requant QuantizedWeightLayer::output_stage(std::vector<float>& scales,
+                                                 std::vector<float>& bias) const {
+  const QuantInfo in = input_quant(), out = output_quant();
+  const std::int64_t O = weight_.size(0);
+  const float* ws = weight_scale_.data<float>();
+  const float* b = bias_.defined() ? bias_.data<float>() : nullptr;
+  scales.resize(static_cast<std::size_t>(O));
+  bias.assign(static_cast<std::size_t>(O), 0.0f);
+  for (std::int64_t o = 0; o < O; ++o) {
+    scales[o] = static_cast<float>(in.scale) * ws[o];
+    if (b != nullptr) bias[o] = b[o];
+  }
+  const std::int32_t lo = output_range_.data<std::int32_t>()[0],
+                     hi = output_range_.data<std::int32_t>()[1];
+  return {scales.data(),
+          bias.data(),
+          1.0f / static_cast<float>(out.scale),
+          out.zero_point,
+          fused_relu_ ? std::max(lo, out.zero_point) : lo,
+          hi};
 }
 
 QuantizedLinear::QuantizedLinear(const Tensor& weight_q, const Tensor& weight_scale,
@@ -284,17 +294,37 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
   const std::int64_t O = weight_.size(0), K = weight_.size(1);
   QAT_REQUIRE(x.dim() >= 1 && x.size(-1) == K, type_name(), "input of shape ", x.shape(),
               " does not match in_features ", K);
+  Shape os = x.shape();
+  os[os.rank() - 1] = O;
+  Tensor y = Tensor::empty(os, DType::UInt8);
+  y.set_quant_info(output_quant());
+  const std::int64_t M = x.numel() / K;
+  if (M <= int8::kRowsMax) {  // a sample or two: dot products with the weights as stored
+    const std::uint8_t* px = x.data<std::uint8_t>();
+    std::vector<std::uint8_t> nchw;
+    if (hwc_channels_ > 0) {  // the input's (HW, C) columns into the weights' (C, HW) order
+      const std::int64_t C = hwc_channels_, HW = K / C;
+      QAT_REQUIRE(K % C == 0, type_name(), "in_features ", K, " is not a multiple of the ", C,
+                  " channels of its channels-last input");
+      nchw.resize(static_cast<std::size_t>(M * K));
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t r = 0; r < HW; ++r) nchw[m * K + c * HW + r] = px[m * K + r * C + c];
+      px = nchw.data();
+    }
+    std::vector<float> scales, bias;
+    const int8::Requant rq = output_stage(scales, bias);
+    int8::linear_u8s8_rows(px, M, K, input_quant().zero_point, weight_.data<std::int8_t>(), O, K, rq,
+                           y.data<std::uint8_t>(), O);
+    return y;
+  }
   // inputs in [0, 127] but for a few: int8 quads through vpmaddubsw, plus the excess of those
   // few, where that is faster
   const std::int64_t above = int8::count_wide(x.data<std::uint8_t>(), x.numel());
   const bool narrow = int8::quads_pay(above, x.numel());
   const Prepared& st = prepared(1, KOrder::Stored, 1, narrow);
-  Shape os = x.shape();
-  os[os.rank() - 1] = O;
-  Tensor y = Tensor::empty(os, DType::UInt8);
-  int8::gemm_u8s8_packed(x.data<std::uint8_t>(), x.numel() / K, K, input_quant().zero_point,
-                         st.packed[0], st.requant, y.data<std::uint8_t>(), O, above == 0);
-  y.set_quant_info(output_quant());
+  int8::gemm_u8s8_packed(x.data<std::uint8_t>(), M, K, input_quant().zero_point, st.packed[0],
+                         st.requant, y.data<std::uint8_t>(), O, above == 0);
   return y;
 }
 

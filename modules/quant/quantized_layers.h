@@ -6,12 +6,17 @@
 // quantization it was converted for. (Checkpoints written before the float bias hold an int32
 // bias at s_in s_w; load_into converts it, see register_load_hints in checkpoint_meta.h.)
 #include <memory>
+#include <vector>
 
 #include "framework/autograd/ops.h"
 #include "framework/nn/module.h"
 #include "modules/quant/qparams.h"
 
 namespace qat::quant {
+
+namespace int8 {
+struct Requant;
+}
 
 /// How an 8-bit activation is stored: uint8 codes with a zero point, clamped to [lo, hi]
 /// (a signed spec is stored shifted by 128: int8 q <-> uint8 q + 128).
@@ -75,6 +80,11 @@ class QuantizedWeightLayer : public nn::Module {
   /// forward picks it when its input allows, and both packings are kept.
   struct Prepared;
   const Prepared& prepared(std::int64_t groups, KOrder order, std::int64_t pieces, bool narrow);
+
+  /// The output stage's operands from the current buffers: scales[o] = s_in s_w[o], bias[o]
+  /// (0 without one), 1 / s_out, the output zero point and clamp range (a fused ReLU clamps at
+  /// the zero point). The Requant points into the two vectors.
+  int8::Requant output_stage(std::vector<float>& scales, std::vector<float>& bias) const;
 
   /// QuantizedLinear: > 0 when its input is a flattened channels-last (N, H, W, C) activation
   /// with C = hwc_channels_ (set by convert); the weight columns (C, H, W) are permuted into

@@ -6,6 +6,7 @@
 // where the weights allow: checked at the bound), and the QuantizedConv2d /
 // QuantizedLinear layers against the reference im2col.
 #include <algorithm>
+#include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
@@ -181,6 +182,129 @@ BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {
     }
   });
   set_num_threads(threads);
+}
+
+// linear_u8s8_rows (a few rows against the weights as stored, dot products of rows) against the
+// reference on every path: row counts past a tile's 4, K around each vector's 16 / 32 int8 (the
+// last weight row's final vector from a padded copy), O around each tile width (8, 6, 4, 3, 2
+// and 1), every output stage kind, strided x and y (y's padding untouched), thread counts.
+BOOST_AUTO_TEST_CASE(rows_match_reference_on_every_path) {
+  std::uint32_t seed = 500;
+  const int threads = get_num_threads();
+  for (const std::int64_t M : {1, 2, 3, 5})
+    for (const std::int64_t K : {1, 15, 16, 17, 31, 32, 33, 63, 784})
+      for (const std::int64_t O : {1, 2, 3, 5, 7, 9, 17, 70}) {
+        const std::int32_t zx = std::array<std::int32_t, 3>{0, 128, 255}[seed % 3];
+        const int kind = static_cast<int>(seed % 4);
+        const Problem p = make(M, K, O, zx, kind, seed % 5 == 0, seed);
+        ++seed;
+        const U8 want = reference(p);
+        const std::int64_t ldx = K + (seed % 2) * 3, ldy = O + (seed % 3);
+        U8 xs(M * ldx, 0xAB);
+        for (std::int64_t m = 0; m < M; ++m) std::copy_n(&p.x[m * K], K, &xs[m * ldx]);
+        for_each_int8_isa([&](cpu::Isa) {
+          U8 ys(M * ldy, 0xCD);
+          int8::linear_u8s8_rows(xs.data(), M, ldx, zx, p.w.data(), O, K, p.rq, ys.data(), ldy);
+          std::int64_t bad = 0, pad = 0;
+          for (std::int64_t m = 0; m < M; ++m) {
+            for (std::int64_t o = 0; o < O; ++o) bad += ys[m * ldy + o] != want[m * O + o];
+            for (std::int64_t o = O; o < ldy; ++o) pad += ys[m * ldy + o] != 0xCD;
+          }
+          BOOST_TEST(bad == 0,
+                     "M " << M << " K " << K << " O " << O << " zx " << zx << " kind " << kind);
+          BOOST_TEST(pad == 0, "M " << M << " K " << K << " O " << O << ": padding written");
+        });
+      }
+  // large enough for threads (blocks of 64 outputs), K not a multiple of any vector
+  const Problem p = make(2, 1001, 1100, 7, 0, true, 99);
+  const U8 want = reference(p);
+  for_each_int8_isa([&](cpu::Isa) {
+    for (const int t : {1, 2, 3}) {
+      set_num_threads(t);
+      U8 got(p.N * p.O);
+      int8::linear_u8s8_rows(p.x.data(), p.N, p.K, p.zx, p.w.data(), p.O, p.K, p.rq, got.data(), p.O);
+      BOOST_TEST(mismatches(got, want) == 0, "threads " << t);
+    }
+  });
+  set_num_threads(threads);
+  U8 y(1);
+  BOOST_CHECK_THROW(int8::linear_u8s8_rows(p.x.data(), 1, 0, 0, p.w.data(), 1, 0, p.rq, y.data(), 1),
+                    Error);
+  BOOST_CHECK_THROW(int8::linear_u8s8_rows(p.x.data(), 1, 5, 256, p.w.data(), 1, 5, p.rq, y.data(), 1),
+                    Error);
+}
+
+// QuantizedLinear on one or two samples (linear_u8s8_rows) gives the bytes of the same rows in a
+// batch of 64 (the packed GEMM) and of the reference, also for a channels-last input, and sees
+// new weights written into its buffer (as a checkpoint load does) on both paths.
+BOOST_AUTO_TEST_CASE(linear_layer_small_batches_match_the_packed_gemm) {
+  std::mt19937 gen(21);
+  const std::int64_t C = 4, HW = 49, K = C * HW, O = 37, N = 64;
+  Tensor wq = Tensor::empty(Shape{O, K}, DType::Int8);
+  for (std::int64_t i = 0; i < wq.numel(); ++i)
+    wq.data<std::int8_t>()[i] =
+        static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(gen));
+  Tensor ws = Tensor::empty(Shape{O}, DType::Float32), b = Tensor::empty(Shape{O}, DType::Float32);
+  for (std::int64_t o = 0; o < O; ++o) {
+    ws.data<float>()[o] = std::uniform_real_distribution<float>(0.001f, 0.004f)(gen);
+    b.data<float>()[o] = std::uniform_real_distribution<float>(-2.0f, 2.0f)(gen);
+  }
+  const QuantInfo in{0.05, 7};
+  QuantizedLinear layer(wq, ws, b, in, ActivationQuant{QuantInfo{0.2, 100}, 0, 255}, true);
+  Tensor x = Tensor::empty(Shape{N, K}, DType::UInt8);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<std::uint8_t>()[i] =
+        static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0, 255)(gen));
+  x.set_quant_info(in);
+  auto rows = [&](const Tensor& t, std::int64_t m) {
+    Tensor r = Tensor::empty(Shape{m, K}, DType::UInt8);
+    std::copy_n(t.data<std::uint8_t>(), m * K, r.data<std::uint8_t>());
+    r.set_quant_info(t.quant_info());
+    return r;
+  };
+  auto bytes = [](const Tensor& t) {
+    return U8(t.data<std::uint8_t>(), t.data<std::uint8_t>() + t.numel());
+  };
+  for (int round = 0; round < 2; ++round) {
+    for_each_int8_isa([&](cpu::Isa) {
+      const U8 full = bytes(layer.forward(x));
+      // the reference from the layer's buffers
+      std::vector<std::int32_t> sums(O, 0);
+      for (std::int64_t o = 0; o < O; ++o)
+        for (std::int64_t k = 0; k < K; ++k) sums[o] += layer.weight().data<std::int8_t>()[o * K + k];
+      std::vector<float> scales(O);
+      for (std::int64_t o = 0; o < O; ++o)
+        scales[o] = static_cast<float>(in.scale) * ws.data<float>()[o];
+      const int8::Requant rq{scales.data(), b.data<float>(), 1.0f / 0.2f, 100, 100, 255};
+      U8 want(N * O);
+      int8::linear_u8s8_reference(x.data<std::uint8_t>(), N, K, in.zero_point,
+                                  layer.weight().data<std::int8_t>(), sums.data(), O, rq, want.data());
+      BOOST_TEST(mismatches(full, want) == 0, "batch 64, round " << round);
+      for (const std::int64_t m : {1, 2}) {
+        const U8 got = bytes(layer.forward(rows(x, m)));
+        BOOST_TEST(mismatches(got, U8(want.begin(), want.begin() + m * O)) == 0,
+                   "batch " << m << ", round " << round);
+      }
+      // channels-last input: x's (C, HW) columns as (HW, C)
+      Tensor xl = Tensor::empty(Shape{N, K}, DType::UInt8);
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t r = 0; r < HW; ++r)
+            xl.data<std::uint8_t>()[n * K + r * C + c] = x.data<std::uint8_t>()[n * K + c * HW + r];
+      xl.set_quant_info(in);
+      layer.set_input_channels_last(C);
+      BOOST_TEST(mismatches(bytes(layer.forward(xl)), want) == 0, "channels-last batch 64");
+      for (const std::int64_t m : {1, 2})
+        BOOST_TEST(
+            mismatches(bytes(layer.forward(rows(xl, m))), U8(want.begin(), want.begin() + m * O)) == 0,
+            "channels-last batch " << m);
+      layer.set_input_channels_last(0);
+    });
+    // new values into the same buffer (-w - 1 keeps the full range), as a checkpoint load does
+    Tensor buffer = layer.weight();
+    for (std::int64_t i = 0; i < buffer.numel(); ++i)
+      buffer.data<std::int8_t>()[i] = static_cast<std::int8_t>(~buffer.data<std::int8_t>()[i]);
+  }
 }
 
 // Narrow packings (inputs in [0, 127]: int8 quads on every path, vpmaddubsw on AVX2 / AVX-512)
