@@ -30,7 +30,7 @@
 namespace qat::quant::int8::detail {
 // One call's operands as raw pointers (no std:: types cross into per-target code).
 struct RowsArgs {
-  const std::int16_t* xs;  // rows of x - zx, xs_ld apart, zero from K to xs_ld (>= K + 31)
+  const std::int16_t* xs;  // rows of x - zx, xs_ld apart, zero from K to xs_ld (>= K + 32)
   std::int64_t M, xs_ld, K;
   std::int64_t O;
   const Requant* rq;
@@ -168,23 +168,26 @@ void linear_u8s8_rows(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
   QAT_REQUIRE(K >= 1 && K <= kMaxK, "int8::linear_u8s8_rows", "K = ", K, " is not in [1, ", kMaxK, "]");
   QAT_REQUIRE(zx >= 0 && zx <= 255, "int8::linear_u8s8_rows", "zero point ", zx, " is not in [0, 255]");
   if (M <= 0 || O <= 0) return;
-  // xs: the rows of x - zx, zero-padded by a widest vector's k (32) and more: the kernels read
-  // whole vectors, and a weight row's last one runs into the next row's first bytes (times
-  // these zeros) or, for the last row, into a padded copy of it
+  // xs: the rows of x - zx, zero-padded by a widest vector's k (32) and more. The kernels read
+  // whole vectors: a weight row's last one runs up to 31 bytes past the row, times these
+  // zeros. Past a row come the next rows; the last `tail` rows, which have fewer than 31 bytes
+  // after them, run from a copy padded with zeros instead.
   constexpr std::int64_t kPad = 32;
   const std::int64_t ld = (K + 2 * kPad - 1) / kPad * kPad;
   std::vector<std::int16_t> xs(static_cast<std::size_t>(M * ld), 0);
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t k = 0; k < K; ++k)
       xs[static_cast<std::size_t>(m * ld + k)] = static_cast<std::int16_t>(x[m * ldx + k] - zx);
-  std::vector<std::int8_t> last(static_cast<std::size_t>(K % kPad ? K + kPad : 0), 0);
-  std::copy_n(w + (O - 1) * K, last.size() ? K : 0, last.data());
+  const std::int64_t tail = K % kPad == 0 ? 0 : std::min(O, (K + kPad - 2) / K), first_tail = O - tail;
+  std::vector<std::int8_t> copy(static_cast<std::size_t>(tail > 0 ? tail * K + kPad : 0), 0);
+  std::copy_n(w + first_tail * K, tail * K, copy.data());
   std::vector<std::int32_t> acc(static_cast<std::size_t>(M * O));
   const detail::RowsArgs a{xs.data(), M, ld, K, O, &rq, y, ldy};
   auto range = [&](std::int64_t o0, std::int64_t o1) {
-    const std::int64_t end = last.empty() || o1 < O ? o1 : O - 1;
+    const std::int64_t end = std::min(o1, std::max(o0, first_tail));
     if (o0 < end) QAT_DISPATCH(RowsRangeImpl)(a, w + o0 * K, o0, end, acc.data());
-    if (end < o1) QAT_DISPATCH(RowsRangeImpl)(a, last.data(), end, o1, acc.data());
+    if (end < o1)
+      QAT_DISPATCH(RowsRangeImpl)(a, copy.data() + (end - first_tail) * K, end, o1, acc.data());
   };
   // blocks of 64 outputs on threads when the call is large enough (each sum is exact: the
   // bytes do not depend on the thread count)

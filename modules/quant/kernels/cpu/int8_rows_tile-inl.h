@@ -6,7 +6,7 @@
 
 // out[r * O + q] = sum_k xs(i0 + r, k) w(q, k) for a tile of RA rows of x by RW rows of w (K
 // apart). The last vector of a row reads up to kStep - 1 bytes past it, times the zeros that pad
-// xs: the caller keeps them readable (the next row, or a padded copy of the last).
+// xs: the caller keeps them readable (the next rows, or a zero-padded copy of the last ones).
 template <int RA, int RW>
 HWY_NOINLINE void dot_tile(const RowsArgs& a, std::int64_t i0, const std::int8_t* w, std::int32_t* out) {
   const std::int16_t* xs = a.xs + i0 * a.xs_ld;
@@ -25,7 +25,7 @@ HWY_NOINLINE void dot_tile(const RowsArgs& a, std::int64_t i0, const std::int8_t
     for (int q = 0; q < RW; ++q) {
       Vec wv = load_w(w + q * K + k);
       // each weight vector loaded where it is used: hoisting them all ahead spills accumulators
-      asm volatile("" : "+x"(wv));
+      asm volatile("" : "+v"(wv));
 #pragma GCC unroll 4
       for (int r = 0; r < RA; ++r) acc[r][q] = dot(acc[r][q], x[r], wv);
     }
