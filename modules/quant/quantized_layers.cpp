@@ -199,6 +199,22 @@ bool same_bytes(const std::vector<std::uint8_t>& key, std::initializer_list<Byte
 }
 }  // namespace
 
+template <class T>
+std::vector<T> QuantizedWeightLayer::hwc_columns(const T* src, std::int64_t rows, std::int64_t K,
+                                                 bool to_last) const {
+  const std::int64_t C = hwc_channels_, HW = K / C;
+  QAT_REQUIRE(K % C == 0, type_name(), "in_features ", K, " is not a multiple of the ", C,
+              " channels of its channels-last input");
+  std::vector<T> dst(static_cast<std::size_t>(rows * K));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t r = 0; r < HW; ++r) {
+        const std::int64_t first = i * K + c * HW + r, last = i * K + r * C + c;
+        dst[to_last ? last : first] = src[to_last ? first : last];
+      }
+  return dst;
+}
+
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups, KOrder order,
                                                                      std::int64_t pieces, bool narrow) {
   std::shared_ptr<const Prepared>& cached = prepared_[narrow];
@@ -242,13 +258,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
           }
     w = reordered.data();
   } else if (hwc_channels_ > 0 && weight_.dim() == 2) {  // columns (C, HW) -> (HW, C)
-    const std::int64_t C = hwc_channels_, HW = K / C;
-    QAT_REQUIRE(K % C == 0, type_name(), "in_features ", K, " is not a multiple of the ", C,
-                " channels of its channels-last input");
-    reordered.resize(O * K);
-    for (std::int64_t o = 0; o < O; ++o)
-      for (std::int64_t c = 0; c < C; ++c)
-        for (std::int64_t r = 0; r < HW; ++r) reordered[o * K + r * C + c] = w[o * K + c * HW + r];
+    reordered = hwc_columns(w, O, K, true);
     w = reordered.data();
   }
   for (std::int64_t g = 0; g < groups; ++g)
@@ -303,13 +313,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
     const std::uint8_t* px = x.data<std::uint8_t>();
     std::vector<std::uint8_t> nchw;
     if (hwc_channels_ > 0) {  // the input's (HW, C) columns into the weights' (C, HW) order
-      const std::int64_t C = hwc_channels_, HW = K / C;
-      QAT_REQUIRE(K % C == 0, type_name(), "in_features ", K, " is not a multiple of the ", C,
-                  " channels of its channels-last input");
-      nchw.resize(static_cast<std::size_t>(M * K));
-      for (std::int64_t m = 0; m < M; ++m)
-        for (std::int64_t c = 0; c < C; ++c)
-          for (std::int64_t r = 0; r < HW; ++r) nchw[m * K + c * HW + r] = px[m * K + r * C + c];
+      nchw = hwc_columns(px, M, K, false);
       px = nchw.data();
     }
     std::vector<float> scales, bias;

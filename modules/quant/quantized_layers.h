@@ -86,6 +86,11 @@ class QuantizedWeightLayer : public nn::Module {
   /// the zero point). The Requant points into the two vectors.
   int8::Requant output_stage(std::vector<float>& scales, std::vector<float>& bias) const;
 
+  /// rows x K columns reordered between the channels-first (C, HW) order and the channels-last
+  /// (HW, C) one, C = hwc_channels_ (to_last: into channels-last). Throws if C does not divide K.
+  template <class T>
+  std::vector<T> hwc_columns(const T* src, std::int64_t rows, std::int64_t K, bool to_last) const;
+
   /// QuantizedLinear: > 0 when its input is a flattened channels-last (N, H, W, C) activation
   /// with C = hwc_channels_ (set by convert); the weight columns (C, H, W) are permuted into
   /// (H, W, C) order when packed. A runtime layout choice, not part of the module's state.
