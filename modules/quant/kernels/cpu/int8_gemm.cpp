@@ -15,15 +15,7 @@
 
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/simd.h"
-
-// x86 intrinsics on AVX2 / AVX3 / AVX3_DL; plain loops on every other target (EMU128, SCALAR)
-#undef QAT_INT8_X86
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define QAT_INT8_X86 1
-#include <immintrin.h>
-#else
-#define QAT_INT8_X86 0
-#endif
+#include "modules/quant/kernels/cpu/x86-inl.h"  // QAT_INT8_X86
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::int8::kernels::HWY_NAMESPACE {

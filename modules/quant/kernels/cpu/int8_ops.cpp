@@ -11,14 +11,7 @@
 
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/common-inl.h"
-
-#undef QAT_INT8_X86
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define QAT_INT8_X86 1
-#include <immintrin.h>
-#else
-#define QAT_INT8_X86 0
-#endif
+#include "modules/quant/kernels/cpu/x86-inl.h"  // QAT_INT8_X86
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::int8::kernels::HWY_NAMESPACE {

@@ -16,14 +16,7 @@
 #include "framework/tensor/cpu.h"
 #include "framework/tensor/simd.h"
 #include "modules/quant/int8_kernels.h"
-
-#undef QAT_INT8_X86
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define QAT_INT8_X86 1
-#include <immintrin.h>
-#else
-#define QAT_INT8_X86 0
-#endif
+#include "modules/quant/kernels/cpu/x86-inl.h"  // QAT_INT8_X86
 
 #ifndef QAT_INT8_ROWS_ARGS
 #define QAT_INT8_ROWS_ARGS
