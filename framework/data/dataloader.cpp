@@ -4,6 +4,7 @@
 #include <array>
 #include <numeric>
 
+#include "framework/kernels/cpu/elementwise.h"
 #include "framework/tensor/random.h"
 
 namespace qat::data {
@@ -17,12 +18,6 @@ std::uint64_t epoch_seed(std::uint64_t seed, std::int64_t epoch) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
-}
-
-/// out = byte / 255 in float32, as torchvision's ToTensor (a correctly rounded division, which
-/// vectorises; byte * (1/255.f) would differ in the last bit for some bytes).
-void bytes_to_unit(const std::uint8_t* __restrict px, float* __restrict out, std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(px[k]) / 255.0f;
 }
 
 }  // namespace
@@ -123,7 +118,7 @@ bool DataLoader::next(Batch& batch) {
     const std::int64_t i = order_[begin + b];
     const std::uint8_t* px = src + i * sample;
     float* out = dst + b * sample;
-    bytes_to_unit(px, out, sample);
+    kernels::unit_from_bytes(px, out, sample);
     labels[b] = y[i];
   }
   return true;

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -81,6 +82,23 @@ BOOST_AUTO_TEST_CASE(elementwise_binary_and_relu) {
       auto ad = random_vec<double>(n, 3), bd = random_vec<double>(n, 4), od(ad);
       kernels::add_inplace(od.data(), bd.data(), n);
       for (i64 i = 0; i < n; ++i) BOOST_TEST_REQUIRE(od[i] == ad[i] + bd[i]);
+    }
+  });
+}
+
+// The data loader's byte -> [0, 1] conversion: every byte value at every position of a vector
+// and in the tails, bit for bit the division (byte * (1 / 255.f) differs for 126 of the 256 bytes).
+BOOST_AUTO_TEST_CASE(unit_from_bytes_is_the_division) {
+  for_each_isa([](cpu::Isa) {
+    for (i64 n : {i64{1}, i64{7}, i64{33}, i64{256 * 3 + 5}}) {
+      std::vector<std::uint8_t> px(n);
+      for (i64 i = 0; i < n; ++i) px[i] = static_cast<std::uint8_t>((i * 37 + n) % 256);
+      std::vector<float> got(n, -1.0f);
+      kernels::unit_from_bytes(px.data(), got.data(), n);
+      for (i64 i = 0; i < n; ++i) {
+        const float want = static_cast<float>(px[i]) / 255.0f;
+        BOOST_TEST_REQUIRE(std::memcmp(&got[i], &want, 4) == 0, "byte " << int(px[i]) << " at " << i);
+      }
     }
   });
 }

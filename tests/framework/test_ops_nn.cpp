@@ -287,6 +287,8 @@ BOOST_AUTO_TEST_CASE(conv2d_float_matches_double) {
   const Config configs[] = {
       {{3, 16, 14, 14}, {32, 16, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},  // CNN conv2
       {{3, 1, 28, 28}, {16, 1, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), false},   // CNN conv1
+      // few taps (dW summed over fixed parts of the batch, 2-3 images each)
+      {{30, 2, 7, 6}, {5, 2, 2, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
       {{2, 3, 9, 37}, {48, 3, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
       {{2, 4, 11, 10}, {64, 2, 3, 2}, conv_params({2, 2}, {1, 0}, {1, 1}, 2), true},
       {{2, 5, 12, 19}, {7, 5, 3, 3}, conv_params({1, 1}, {2, 1}, {2, 2}, 1), true},

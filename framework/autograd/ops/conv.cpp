@@ -21,6 +21,7 @@
 #include "framework/autograd/node.h"
 #include "framework/autograd/ops.h"
 #include "framework/kernels/cpu/conv_direct.h"
+#include "framework/kernels/cpu/elementwise.h"
 #include "framework/kernels/cpu/reduce.h"
 #include "framework/kernels/cuda/cudnn_conv.h"
 #include "framework/kernels/cuda/kernels.h"
@@ -40,6 +41,9 @@ using detail::gemm_gather_a;
 using detail::gemm_gather_b;
 using i64 = std::int64_t;
 constexpr i64 kParallelMinMacs = 1 << 22;  // a batch's multiply-adds below which one thread is faster
+// conv2d's dW by images (kImageParts fixed parts of the batch) where it has fewer row tiles
+// than kRowTilesPerThread for each of two threads
+constexpr i64 kImageParts = 12, kRowTilesPerThread = 4;
 
 namespace {
 
@@ -328,8 +332,9 @@ Tensor conv2d_cudnn(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 //   y_ng = W_g col + b;  dW_g^T = sum_n col dY_ng^T;  dx_n = col2im(W_g^T dY_ng) (for stride 1
 //   computed as the convolution in ConvGeom::dx_as_convolution);  db = sum_{n,p} dY
 // Threads: the forward pass and dx split the images (each image's outputs are its own); dW_g^T
-// splits its rows, each row block summed over all images in order by one thread. No sum changes
-// order with the thread count, so the results are bit-identical for any number of threads.
+// splits its rows, each row block summed over all images in order by one thread, or (few rows)
+// fixed parts of the batch, each summed into its own partial. No sum changes order with the
+// thread count, so the results are bit-identical for any number of threads.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const Device dev = common_device("conv2d", {{"x", &x}, {"weight", &weight}, {"bias", &bias}});
   const ConvGeom g = conv_geom(x, weight, bias, p);
@@ -396,12 +401,25 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           const Offsets off = im2col_offsets(g), doff = dx_conv ? dx_offsets(g) : Offsets{};
           const i64 dpadded = dx_conv ? g.Og * g.Hd() * g.Wd() : padded;
           const i64 wsize = K * g.Og;  // a group's weights
+          // dW_g^T (K, Og) = sum_n col_n dY_ng^T, in one of two deterministic orders:
+          //  - by rows (split_w): blocks of dW's rows on threads, each summed over all images
+          //    in order; blocks start at multiples of the GEMM's tile height, so each row lands
+          //    in the same tile (hence the same sums) as in one call;
+          //  - by images (parts > 0), where dW has too few row tiles to share out evenly
+          //    (conv1's 25 taps: 4 tiles of 8, one of them 1 row): kImageParts fixed parts of
+          //    the batch, each summed in order into its own partial, the partials then added in
+          //    order. The parts depend on the batch only, not on the thread count.
+          // Else (one thread, many tiles) dW is summed image by image while x_n is in cache.
+          const i64 tile = std::is_same_v<T, float> ? detail::sgemm_row_tile() : 0;
+          const i64 parts = need_w && tile > 0 && (K + tile - 1) / tile < kRowTilesPerThread * 2
+                                ? std::min(kImageParts, g.N)
+                                : 0;
+          const bool split_w = need_w && parts == 0 && slots > 1;
           // padded x_ng: of every image and group when dW's row blocks run on threads (all read
-          // them), else one at a time, dW accumulated while it is in cache
-          const bool split_w = need_w && slots > 1;
+          // them), else one per thread, dW accumulated while it is in cache
           Tensor xall =
               split_w ? Tensor::empty(Shape{g.N * g.groups * padded}, gout.dtype())  // zeroed below
-                      : Tensor::zeros(Shape{need_w ? padded : 1}, gout.dtype());
+                      : Tensor::zeros(Shape{need_w ? slots * padded : 1}, gout.dtype());
           Tensor dpad = Tensor::zeros(Shape{need_x ? slots * dpadded : 1}, gout.dtype());  // per thread
           Tensor wt = Tensor::empty(Shape{need_x ? g.groups * wsize : 1},
                                     gout.dtype());  // flipped W_g, or W_g^T
@@ -409,6 +427,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           Tensor cols = Tensor::empty(Shape{std::max<i64>(1, slots * col_size)}, gout.dtype());
           std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
           Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
+          Tensor partial =
+              Tensor::empty(Shape{std::max<i64>(1, parts * g.groups * wsize)}, gout.dtype());
           T *xa = xall.data<T>(), *pwt = wt.data<T>();
           if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
           if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
@@ -420,7 +440,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               else
                 transpose(w, g.Og, K, pwt + grp * wsize);
             }
-          parallel_for_each(g.N, slots, [&](i64 n, int slot) {
+          // image n on thread `slot`; dW_g^T summed into dw (unless by rows), onto what it
+          // holds unless n is the first image of its sum
+          const auto image = [&](i64 n, int slot, T* dw, bool first_of_sum) {
             T* dp = dpad.data<T>() + (need_x ? slot * dpadded : 0);
             T* col = cols.data<T>() + slot * col_size;
             for (i64 grp = 0; grp < g.groups; ++grp) {
@@ -431,13 +453,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                 for (i64 o = 0; o < g.Og; ++o)
                   dbn[n * g.O + grp * g.Og + o] = kernels::sum(dy + o * P, P);
               if (need_w) {
-                T* xp = xa + (split_w ? (n * g.groups + grp) * padded : 0);
+                T* xp = xa + (split_w ? (n * g.groups + grp) * padded : slot * padded);
                 if (split_w) std::fill_n(xp, padded, T(0));  // the border (on this image's thread)
                 pad_planes(X.data<T>() + first, g.Cg, g.H, g.W, xp, g.Hp(), g.Wp(), g.padding[0],
                            g.padding[1]);
                 if (!split_w)  // dW_g^T += col dY^T
                   gemm_gather_a<T>(K, g.Og, P, 1, xp, off.tap.data(), off.pos.data(), true, dy, P,
-                                   n > 0 ? 1 : 0, dwt.data<T>() + grp * wsize, g.Og);
+                                   first_of_sum ? 0 : 1, dw + grp * wsize, g.Og);
               }
               const T* pw = pwt + grp * wsize;
               if (dx_conv) {  // dx (Cg, H*W) = flipped W_g (Cg, Kd) x im2col(dY padded) (Kd, H*W)
@@ -460,13 +482,25 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                                 dx + (c * g.H + h) * g.W);
               }
             }
-          });
+          };
+          if (parts > 0) {  // by images: part f holds images [f N / parts, (f + 1) N / parts)
+            T* pp = partial.data<T>();
+            parallel_for_each(parts, slots, [&](i64 f, int slot) {
+              const i64 n0 = f * g.N / parts, n1 = (f + 1) * g.N / parts;
+              for (i64 n = n0; n < n1; ++n) image(n, slot, pp + f * g.groups * wsize, n == n0);
+            });
+            T* d = dwt.data<T>();
+            std::copy_n(pp, g.groups * wsize, d);
+            for (i64 f = 1; f < parts; ++f)
+              kernels::add_inplace(d, pp + f * g.groups * wsize, g.groups * wsize);
+          } else {
+            parallel_for_each(g.N, slots,
+                              [&](i64 n, int slot) { image(n, slot, dwt.data<T>(), n == 0); });
+          }
           if (split_w) {
-            // dW_g^T (K, Og) += col_n dY_ng^T over n in order, rows [r0, r1) of it per item.
-            // Blocks start at multiples of the GEMM's tile height, so each row lands in the same
-            // tile (hence the same sums) as in one call; the tiles are shared out evenly. Where
-            // the system BLAS runs the GEMM (no tile height known), one block.
-            const i64 tile = std::is_same_v<T, float> ? detail::sgemm_row_tile() : 0;
+            // by rows: dW_g^T (K, Og) += col_n dY_ng^T over n in order, rows [r0, r1) of it per
+            // item; the tiles are shared out evenly. Where the system BLAS runs the GEMM (no tile
+            // height known), one block.
             const i64 tiles = tile > 0 ? (K + tile - 1) / tile : 1;
             const i64 step = tile > 0 ? (tiles + slots - 1) / slots * tile : K;
             const i64 per_group = (K + step - 1) / step;

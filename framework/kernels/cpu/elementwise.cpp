@@ -71,6 +71,12 @@ void relu_backward_t(const T* __restrict g, const T* __restrict x, T* __restrict
   }
 }
 
+// out = byte / 255, a correctly rounded division (as torchvision's ToTensor; byte * (1 / 255.f)
+// would differ in the last bit for some bytes), vectorised as a division of the widened bytes.
+void UnitFromBytes(const std::uint8_t* __restrict px, float* __restrict out, i64 n) {
+  for (i64 i = 0; i < n; ++i) out[i] = static_cast<float>(px[i]) / 255.0f;
+}
+
 void AddInplaceF(float* d, const float* s, i64 n) { add_inplace_t(d, s, n); }
 void AddInplaceD(double* d, const double* s, i64 n) { add_inplace_t(d, s, n); }
 void AddF(const float* a, const float* b, float* o, i64 n) { add_t(a, b, o, n); }
@@ -95,6 +101,7 @@ HWY_AFTER_NAMESPACE();
 namespace qat::kernels {
 using i64 = std::int64_t;
 
+HWY_EXPORT(UnitFromBytes);
 HWY_EXPORT(AddInplaceF);
 HWY_EXPORT(AddInplaceD);
 HWY_EXPORT(AddF);
@@ -108,6 +115,9 @@ HWY_EXPORT(ReluD);
 HWY_EXPORT(ReluBackwardF);
 HWY_EXPORT(ReluBackwardD);
 
+void unit_from_bytes(const std::uint8_t* px, float* out, i64 n) {
+  QAT_DISPATCH(UnitFromBytes)(px, out, n);
+}
 void add_inplace(float* d, const float* s, i64 n) { QAT_DISPATCH(AddInplaceF)(d, s, n); }
 void add_inplace(double* d, const double* s, i64 n) { QAT_DISPATCH(AddInplaceD)(d, s, n); }
 void add(const float* a, const float* b, float* o, i64 n) { QAT_DISPATCH(AddF)(a, b, o, n); }

@@ -5,6 +5,8 @@
 
 namespace qat::kernels {
 
+/// out[i] = px[i] / 255 in float32, correctly rounded (torchvision's ToTensor)
+void unit_from_bytes(const std::uint8_t* px, float* out, std::int64_t n);
 /// dst[i] += src[i]
 void add_inplace(float* dst, const float* src, std::int64_t n);
 void add_inplace(double* dst, const double* src, std::int64_t n);
