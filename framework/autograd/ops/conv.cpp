@@ -268,8 +268,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           Tensor cols = Tensor::empty(Shape{std::max<i64>(1, slots * col_size)}, gout.dtype());
           std::vector<double> dbn(need_b ? g.N * g.O : 0);  // db of each image
           Tensor dwt = Tensor::empty(Shape{need_w ? g.groups * wsize : 1}, gout.dtype());  // dW_g^T
-          Tensor partial =
-              Tensor::empty(Shape{std::max<i64>(1, parts * g.groups * wsize)}, gout.dtype());
+          // dW by images: one partial dW^T per part
+          const Tensor partial =
+              parts > 0 ? Tensor::empty(Shape{parts * g.groups * wsize}, gout.dtype()) : Tensor();
           T *xa = xall.data<T>(), *pwt = wt.data<T>();
           if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
           if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
