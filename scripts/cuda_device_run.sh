@@ -55,6 +55,7 @@ PY
       for b in "$carry/bin/"* "$carry/examples/"*; do
         echo "== ldd $(basename "$b")"; ldd "$b" | grep -E "cublas|cudart|cudnn|nccl|not found" || true
       done
+      echo "(cuBLAS is not linked but opened on the first GEMM: test_cuda's cublas_is_opened_on_first_use names its file)"
     } 2>&1 | tee "$out/env.txt"
     "$carry/bin/test_cuda" --log_level=test_suite --report_level=detailed 2>&1 | tee "$out/test_cuda.txt"
     rc=${PIPESTATUS[0]}

@@ -2,7 +2,9 @@
 // Helpers of the CUDA tests: the device precondition and CPU / CUDA comparisons.
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "framework/tensor/cuda.h"
@@ -10,6 +12,16 @@
 #include "framework/tensor/tensor.h"
 
 namespace qat::test {
+
+/// Whether this process has a file whose path contains `name` mapped (/proc/self/maps).
+inline bool maps_library(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find(name) != std::string::npos) return true;
+  return false;
+}
+/// maps_library("libcublas") when main began (main_cuda.cpp).
+extern bool g_cublas_mapped_at_start;
 
 /// Precondition of the tests that need a GPU: skipped with the reason otherwise.
 inline boost::test_tools::assertion_result has_cuda_device(boost::unit_test::test_unit_id) {

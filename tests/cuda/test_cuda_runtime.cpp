@@ -8,6 +8,7 @@
 #include "framework/autograd/ops.h"
 #include "framework/io/checkpoint.h"
 #include "framework/io/restore.h"
+#include "framework/kernels/cuda/kernels.h"
 #include "framework/nn/nn.h"
 
 using namespace qat;
@@ -36,6 +37,22 @@ std::shared_ptr<nn::Sequential> mlp() {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cuda_without_device)
+
+// cuBLAS is not linked but opened on the first GEMM on a GPU (kernels/cuda/gemm.cpp): a process
+// starts without it (libcublasLt's start-up took 0.33 s and 210 MB), and where the build has
+// CUDA the library opens and has every entry point gemm.cpp calls. No device needed for either.
+BOOST_AUTO_TEST_CASE(cublas_is_opened_on_first_use) {
+  BOOST_TEST(!test::g_cublas_mapped_at_start);
+  if (!cuda::is_built()) {
+    BOOST_TEST(contains(error_of([] { kernels::cuda::cublas_library(); }), "cublas_library"));
+    return;
+  }
+  const std::string file = kernels::cuda::cublas_library();
+  BOOST_TEST_MESSAGE("cuBLAS: " << file);
+  BOOST_TEST(contains(file, "libcublas"));
+  BOOST_TEST(test::maps_library("libcublas"));
+  BOOST_TEST(kernels::cuda::cublas_library() == file);  // opened once
+}
 
 // A CUDA op on a machine without a device (or in a build without CUDA) throws qat::Error naming
 // the op, the device and the CUDA error string; nothing crashes.

@@ -4,6 +4,7 @@
 // returns (no host sync). An empty range launches nothing. Float and double each. Without the
 // CUDA backend they throw (none.cpp).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "framework/kernels/cpu/elementwise.h"  // BinaryOp
@@ -96,6 +97,10 @@ void put_along(const float* g, const std::int64_t* at, float* dx, std::int64_t o
                std::int64_t inner);
 void put_along(const double* g, const std::int64_t* at, double* dx, std::int64_t outer, std::int64_t n,
                std::int64_t inner);
+
+/// The cuBLAS library file, opened now if no GEMM has opened it yet (gemm.cpp opens it on first
+/// use, not at program start); throws naming what failed. Needs no device.
+std::string cublas_library();
 
 /// Row-major C (m x n) = alpha op(A) op(B) + beta C through cuBLAS (FP32 / FP64, no TF32),
 /// op(A) m x k, op(B) k x n, leading dimensions as stored.

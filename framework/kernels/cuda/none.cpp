@@ -113,6 +113,7 @@ namespace {
     if (!ts.empty()) none("Adam::step");                                                               \
   }
 void increment(std::int64_t*) { none("increment"); }
+std::string cublas_library() { none("cublas_library"); }
 
 QAT_CUDA_NONE(float)
 QAT_CUDA_NONE(double)
