@@ -80,7 +80,7 @@ GemmRows make_gemm_rows(const GemmRows::Key& key) {
   return g;
 }
 
-// This thread's tables for `key` (the 16 geometries it ran last).
+// This thread's tables for `key` (up to 16 geometries, the oldest dropped first).
 const GemmRows& gemm_rows(const GemmRows::Key& key) {
   thread_local std::vector<GemmRows> seen;
   for (const GemmRows& g : seen)
