@@ -168,10 +168,11 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   };
   const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
-  const GemmRows& gr = gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, tall ? timg : 0, img, Wp, run, C, eb, sh,
-                                  sw, dh, dw, runs ? 1 : 0, tall ? 1 : kh, kw});
+  const GemmRows& gr = gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, timg, img, Wp, run, C, eb, sh, sw, dh, dw,
+                                  runs ? 1 : 0, tall ? 1 : kh, kw});
   const std::vector<std::int64_t>&row_off = gr.row_off, &piece_off = gr.piece_off,
         &pool_map = gr.pool_map;
+  QAT_CHECK(static_cast<std::int64_t>(piece_off.size()) == pieces);  // the packing's runs
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

@@ -51,7 +51,6 @@ BOOST_AUTO_TEST_CASE(cublas_is_opened_on_first_use) {
   BOOST_TEST_MESSAGE("cuBLAS: " << file);
   BOOST_TEST(contains(file, "libcublas"));
   BOOST_TEST(test::maps_library("libcublas"));
-  BOOST_TEST(kernels::cuda::cublas_library() == file);  // the same library on a second call
 }
 
 // A CUDA op on a machine without a device (or in a build without CUDA) throws qat::Error naming
