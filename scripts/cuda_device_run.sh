@@ -9,7 +9,9 @@
 # libraries they need (ldd), and Fashion-MNIST; run points LD_LIBRARY_PATH at them and at
 # site-packages/nvidia/*/lib, prints the GPU, the libraries each binary resolves (missing ones
 # named), runs the tests, the benchmark and bench/train_vs_pytorch.sh with DEVICE=cuda, and
-# writes the logs under $OUT (or ./cuda-logs).
+# writes the logs under $OUT (or ./cuda-logs). Each step has a time limit (T_TEST, T_BENCH,
+# T_TRAIN, T_IM2COL, T_NCCL, T_SAN seconds); STEPS picks steps ("test bench train im2col nccl"),
+# TESTS narrows test_cuda to a Boost.Test filter, SANITIZE runs compute-sanitizer's memcheck on one.
 set -uo pipefail
 cmd=${1:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,16 +59,30 @@ PY
       done
       echo "(cuBLAS is not linked but opened on the first GEMM: test_cuda's cublas_is_opened_on_first_use names its file)"
     } 2>&1 | tee "$out/env.txt"
-    "$carry/bin/test_cuda" --log_level=test_suite --report_level=detailed 2>&1 | tee "$out/test_cuda.txt"
-    rc=${PIPESTATUS[0]}
-    if [ -x "$carry/bin/test_nccl" ]; then  # a group of one through NCCL (2 ranks need 2 GPUs)
-      "$carry/bin/test_nccl" --log_level=test_suite 2>&1 | tee "$out/test_nccl.txt"
-      [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-    fi
-    "$carry/bin/bench_cuda" 2>&1 | tee "$out/bench_cuda.txt"
+    # each step has its own time limit (seconds, env), so one that hangs leaves the others' logs
+    step() { local limit=$1 log=$2; shift 2; timeout -k 5 "$limit" "$@" 2>&1 | tee "$out/$log"
+             local r=${PIPESTATUS[0]}; [ "$r" -eq 124 ] && echo "== $log: stopped after ${limit} s" | tee -a "$out/$log"
+             return "$r"; }
+    want() { [[ " ${STEPS:-test bench train im2col nccl} " == *" $1 "* ]]; }  # STEPS: which to run
+    rc=0
+    want test && { step "${T_TEST:-240}" test_cuda.txt "$carry/bin/test_cuda" --log_level=test_suite \
+      --report_level=short ${TESTS:+--run_test="$TESTS"} || rc=1; }
+    want bench && step "${T_BENCH:-90}" bench_cuda.txt "$carry/bin/bench_cuda"
     # training epochs next to PyTorch eager on the same GPU (its python3 has torch with CUDA)
-    DEVICE=cuda PYTHON=${PYTHON:-python3} DATA="$carry/data" EPOCHS=${EPOCHS:-1} \
-      "$here/bench/train_vs_pytorch.sh" "$carry" 2>&1 | tee "$out/train_vs_pytorch.txt"
+    want train && step "${T_TRAIN:-300}" train_vs_pytorch.txt env DEVICE=cuda PYTHON="${PYTHON:-python3}" DATA="$carry/data" \
+      EPOCHS="${EPOCHS:-1}" "$here/bench/train_vs_pytorch.sh" "$carry"
+    # ctest's test_cuda@im2col: every conv test again without cuDNN (im2col + cuBLAS)
+    want im2col && { step "${T_IM2COL:-120}" test_cuda_im2col.txt env QAT_CUDNN=0 "$carry/bin/test_cuda" \
+      --log_level=test_suite --report_level=short ${TESTS:+--run_test="$TESTS"} || rc=1; }
+    # compute-sanitizer's memcheck over the tests named by SANITIZE (a Boost.Test --run_test filter)
+    if [ -n "${SANITIZE:-}" ]; then
+      san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      step "${T_SAN:-240}" sanitizer.txt "$san" --tool memcheck --error-exitcode 1 "$carry/bin/test_cuda" \
+        --log_level=test_suite --run_test="$SANITIZE" || rc=1
+    fi
+    if want nccl && [ -x "$carry/bin/test_nccl" ]; then  # a group of one through NCCL (2 ranks need 2 GPUs)
+      step "${T_NCCL:-60}" test_nccl.txt "$carry/bin/test_nccl" --log_level=test_suite || rc=1
+    fi
     echo "test_cuda exit status: $rc" | tee -a "$out/env.txt"
     exit "$rc"
     ;;

@@ -175,14 +175,22 @@ void set_load_hint(const std::string& name, LoadHint hint) {
     load_hints().hints.erase(name);
 }
 
+namespace {
+// A snapshot on the host: checkpoints are device-independent (a device tensor is copied back).
+Tensor host_copy(const Tensor& t) { return t.device() == Device::CPU ? t.clone() : t.to(Device::CPU); }
+}  // namespace
+
 Checkpoint capture(const nn::Module& model) {
   Checkpoint ckpt;
-  for (const auto& [name, t] : model.named_state()) ckpt.tensors.emplace_back(name, t.clone());
+  for (const auto& [name, t] : model.named_state()) ckpt.tensors.emplace_back(name, host_copy(t));
   return ckpt;
 }
 
 OptimizerState capture(const optim::Optimizer& opt) {
-  return {opt.kind(), opt.hyperparameters(), opt.state()};
+  NamedTensors state = opt.state();
+  for (auto& [name, t] : state)
+    if (t.device() != Device::CPU) t = t.to(Device::CPU);
+  return {opt.kind(), opt.hyperparameters(), std::move(state)};
 }
 
 LoadReport load_into(nn::Module& model, const Checkpoint& original, const LoadOptions& options) {

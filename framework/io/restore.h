@@ -18,9 +18,10 @@ class Optimizer;
 namespace qat::io {
 
 /// A checkpoint holding deep copies of `model`'s parameters and buffers (Module::named_state()),
-/// ready for metadata, optimizer and training state to be added.
+/// on the host whatever the model's device, ready for metadata, optimizer and training state to
+/// be added.
 Checkpoint capture(const nn::Module& model);
-/// `opt`'s kind(), hyperparameters() and a copy of its state().
+/// `opt`'s kind(), hyperparameters() and a host copy of its state().
 OptimizerState capture(const optim::Optimizer& opt);
 
 struct LoadOptions {

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the CUDA tests: the device precondition and CPU / CUDA comparisons.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -30,12 +31,14 @@ inline boost::test_tools::assertion_result has_cuda_device(boost::unit_test::tes
   return r;
 }
 
-/// Bit patterns equal (NaN payloads and the sign of zero included).
+/// Bit patterns equal (the sign of zero included), except that a NaN matches any NaN: the GPU's
+/// float arithmetic returns the canonical NaN (PTX: 0x7fffffff) where the CPU's keeps its
+/// input's sign and payload (-x of a NaN on x86 flips its sign bit), so NaN bits are not portable.
 inline void require_bits_equal(const Tensor& cpu, const Tensor& gpu) {
   BOOST_REQUIRE(cpu.shape() == gpu.shape());
   const std::vector<float> a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
+    if (std::isnan(a[i]) ? !std::isnan(b[i]) : std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
       BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
 }
 
@@ -45,7 +48,21 @@ inline void require_close(const Tensor& cpu, const Tensor& gpu, double tol) {
   const std::vector<float> a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!(std::abs(a[i] - b[i]) <= tol * std::max(1.0f, std::abs(a[i]))))
-      BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i]);
+      BOOST_FAIL("element " << i << ": cpu " << a[i] << ", cuda " << b[i] << " (tol " << tol << ")");
+}
+
+/// ||cpu - gpu|| / ||cpu|| <= tol (2-norms, in double): for sums of many terms that cancel, whose
+/// rounding error scales with the terms, not with the (small) result of one element.
+inline void require_close_norm(const Tensor& cpu, const Tensor& gpu, double tol) {
+  BOOST_REQUIRE(cpu.shape() == gpu.shape());
+  const std::vector<float> a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
+  double diff = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    ref += static_cast<double>(a[i]) * a[i];
+  }
+  BOOST_TEST(std::sqrt(diff) <= tol * std::sqrt(ref),
+             "relative error " << std::sqrt(diff / ref) << " > " << tol);
 }
 
 /// A detached copy that requires grad.
@@ -61,12 +78,16 @@ inline Tensor rnd(const Shape& s, std::uint64_t seed, double lo = -2, double hi 
   return Tensor::uniform(s, lo, hi, gen);
 }
 
+/// How compare() checks gradients: elementwise (require_close) or by norm (require_close_norm).
+enum class GradCheck { Elementwise, Norm };
+
 /// f on a CPU copy and a CUDA copy of the inputs: outputs and every input's gradient compared
 /// (bit-exact when tol is 0, else within tol), the backward seeded with the same random
 /// gradient. Inputs with requires_grad false in `frozen` (by index) get no gradient.
 inline void compare(const std::vector<Tensor>& inputs,
                     const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol,
-                    double grad_tol = -1, const std::vector<bool>& frozen = {}) {
+                    double grad_tol = -1, const std::vector<bool>& frozen = {},
+                    GradCheck grad_check = GradCheck::Elementwise) {
   if (grad_tol < 0) grad_tol = tol;
   std::vector<Tensor> hc, dc;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -86,8 +107,12 @@ inline void compare(const std::vector<Tensor>& inputs,
     BOOST_TEST_CONTEXT("gradient of input " << i) {
       BOOST_REQUIRE(dc[i].grad().defined());
       BOOST_TEST((dc[i].grad().device() == Device::CUDA));
-      grad_tol == 0 ? require_bits_equal(hc[i].grad(), dc[i].grad())
-                    : require_close(hc[i].grad(), dc[i].grad(), grad_tol);
+      if (grad_tol == 0)
+        require_bits_equal(hc[i].grad(), dc[i].grad());
+      else if (grad_check == GradCheck::Norm)
+        require_close_norm(hc[i].grad(), dc[i].grad(), grad_tol);
+      else
+        require_close(hc[i].grad(), dc[i].grad(), grad_tol);
     }
   }
 }

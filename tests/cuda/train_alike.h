@@ -1,8 +1,8 @@
 #pragma once
 // Device tests: one model trained on the CPU and its copy on CUDA, 20 SGD steps from the same
 // seed and data; losses within 1e-4 relative at every step, parameters within 1e-3 of their range
-// at the end (float32 GEMMs and sums in another order move a fake-quantized value by a step now
-// and then, which these bounds absorb).
+// (of their magnitude for one value) at the end (float32 GEMMs and sums in another order move a
+// fake-quantized value by a step now and then, which these bounds absorb).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -38,13 +38,13 @@ inline nn::ModulePtr qat_mlp(const std::string& preset = "int8_default") {
 }
 
 /// `h` on the CPU, `d` an identical model (moved to CUDA here); inputs of `input` shape in [-1, 1]
-/// from `seed`, labels below `classes`.
+/// from `seed`, labels below `classes`; SGD with momentum 0.9 at `lr`.
 inline void require_trains_alike(const nn::ModulePtr& h, const nn::ModulePtr& d, const Shape& input,
-                                 std::uint64_t seed, std::uint64_t classes = 5) {
+                                 std::uint64_t seed, std::uint64_t classes = 5, double lr = 0.02) {
   d->to(Device::CUDA);
   h->train(), d->train();
-  optim::SGD oh(h->named_parameters(), {.lr = 0.02, .momentum = 0.9});
-  optim::SGD od(d->named_parameters(), {.lr = 0.02, .momentum = 0.9});
+  optim::SGD oh(h->named_parameters(), {.lr = lr, .momentum = 0.9});
+  optim::SGD od(d->named_parameters(), {.lr = lr, .momentum = 0.9});
   Generator gen(seed);
   for (int step = 0; step < 20; ++step) {
     const Tensor x = rnd(input, seed * 100 + step, -1, 1);
@@ -66,9 +66,10 @@ inline void require_trains_alike(const nn::ModulePtr& h, const nn::ModulePtr& d,
   for (std::size_t i = 0; i < ph.size(); ++i) BOOST_TEST_CONTEXT(ph[i].first) {
       BOOST_TEST((pd[i].second.device() == Device::CUDA));
       const std::vector<float> a = ph[i].second.to_vector<float>(), b = pd[i].second.to_vector<float>();
-      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-      for (float v : a) lo = std::min(lo, v), hi = std::max(hi, v);
-      const double tol = 1e-3 * std::max(1e-6f, hi - lo);
+      // 1e-3 of the range, or of the magnitude where there is no range (one value: a scale)
+      float lo = std::numeric_limits<float>::infinity(), hi = -lo, mag = 0;
+      for (float v : a) lo = std::min(lo, v), hi = std::max(hi, v), mag = std::max(mag, std::abs(v));
+      const double tol = 1e-3 * std::max({1e-6f, hi - lo, mag});
       for (std::size_t k = 0; k < a.size(); ++k)
         if (!(std::abs(a[k] - b[k]) <= tol))
           BOOST_FAIL("element " << k << ": cpu " << a[k] << ", cuda " << b[k] << " (tol " << tol << ")");

@@ -17,9 +17,12 @@ namespace qat::quant::kernels::cuda {
 namespace {
 
 using ::qat::cuda::detail::stream;
+using qat::kernels::cuda::aligned4;
 using qat::kernels::cuda::global_index;
 using qat::kernels::cuda::global_stride;
 using qat::kernels::cuda::grid_for;
+using qat::kernels::cuda::grid_for4;
+using qat::kernels::cuda::grid_stride4;
 using qat::kernels::cuda::kBlock;
 namespace cg = cooperative_groups;
 using obs::max_z;
@@ -27,34 +30,75 @@ using obs::min_z;
 
 using obs::fake_quant_one;
 
-__global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
-                                  FqParams p, float lo, float hi) {
-  const bool on = p.enabled == nullptr || *p.enabled != 0;
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    if (!on) {
-      y[i] = x[i];
-      mask[i] = 1;
-      continue;
+// The quantization parameters of elements i .. i + k - 1 (k <= 4): per tensor, or each one's
+// channel / block. Per channel, one division for the first and a carry for the rest.
+__device__ inline void params_at(std::int64_t i, int k, const FqParams& p, float (&s)[4],
+                                 float (&z)[4]) {
+  if (p.scale == nullptr) {
+    for (int t = 0; t < k; ++t) s[t] = p.scale0, z[t] = static_cast<float>(p.zp0);
+  } else if (p.block == 0) {
+    const std::int64_t q = i / p.inner;
+    std::int64_t r = i - q * p.inner, c = q % p.len;
+    for (int t = 0; t < k; ++t) {
+      s[t] = p.scale[c], z[t] = static_cast<float>(p.zero_point[c]);
+      if (++r == p.inner) r = 0, c = c + 1 == p.len ? 0 : c + 1;
     }
-    float s = p.scale0;
-    std::int32_t zp = p.zp0;
-    if (p.scale != nullptr) {
-      const std::int64_t c = param_of(i, p.len, p.inner, p.block);
-      s = p.scale[c];
-      zp = p.zero_point[c];
+  } else {
+    for (int t = 0; t < k; ++t) {
+      const std::int64_t c = param_of(i + t, p.len, p.inner, p.block);
+      s[t] = p.scale[c], z[t] = static_cast<float>(p.zero_point[c]);
     }
-    const float inv = 1.0f / s;
-    y[i] = fake_quant_one(x[i], inv, s, static_cast<float>(zp), lo, hi, &mask[i]);
   }
 }
 
-__global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, float* dx,
-                                   std::int64_t n) {
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) dx[i] = mask[i] ? dy[i] : 0.0f;
+__global__ void fake_quant_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
+                                  FqParams p, float lo, float hi, bool vec4) {
+  const bool on = p.enabled == nullptr || *p.enabled != 0;
+  grid_stride4(
+      n, vec4,
+      [&](std::int64_t j) {
+        const float4 v = reinterpret_cast<const float4*>(x)[j];
+        float4 r = v;
+        uchar4 m = make_uchar4(1, 1, 1, 1);
+        if (on) {
+          float s[4], z[4];
+          params_at(4 * j, 4, p, s, z);
+          r.x = fake_quant_one(v.x, 1.0f / s[0], s[0], z[0], lo, hi, &m.x);
+          r.y = fake_quant_one(v.y, 1.0f / s[1], s[1], z[1], lo, hi, &m.y);
+          r.z = fake_quant_one(v.z, 1.0f / s[2], s[2], z[2], lo, hi, &m.z);
+          r.w = fake_quant_one(v.w, 1.0f / s[3], s[3], z[3], lo, hi, &m.w);
+        }
+        reinterpret_cast<float4*>(y)[j] = r;
+        reinterpret_cast<uchar4*>(mask)[j] = m;
+      },
+      [&](std::int64_t i) {
+        if (!on) {
+          y[i] = x[i];
+          mask[i] = 1;
+          return;
+        }
+        float s[4], z[4];
+        params_at(i, 1, p, s, z);
+        y[i] = fake_quant_one(x[i], 1.0f / s[0], s[0], z[0], lo, hi, &mask[i]);
+      });
+}
+
+__global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
+                                   bool vec4) {
+  grid_stride4(
+      n, vec4,
+      [&](std::int64_t j) {
+        const float4 g = reinterpret_cast<const float4*>(dy)[j];
+        const uchar4 m = reinterpret_cast<const uchar4*>(mask)[j];
+        reinterpret_cast<float4*>(dx)[j] =
+            make_float4(m.x ? g.x : 0.0f, m.y ? g.y : 0.0f, m.z ? g.z : 0.0f, m.w ? g.w : 0.0f);
+      },
+      [&](std::int64_t i) { dx[i] = mask[i] ? dy[i] : 0.0f; });
 }
 
 __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
-                             FusedObserverArgs a, float* part_min, float* part_max, int* part_bad) {
+                             FusedObserverArgs a, float* part_min, float* part_max, int* part_bad,
+                             bool vec4) {
   cg::grid_group grid = cg::this_grid();
   __shared__ float smin[kBlock], smax[kBlock];
   __shared__ int sbad[kBlock];
@@ -65,12 +109,18 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
   if (observe) {
     float lo = INFINITY, hi = -INFINITY;
     int bad = 0;
-    for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-      const float v = x[i];
+    auto see = [&](float v) {
       bad |= !isfinite(v);
       lo = min_z(v, lo);
       hi = max_z(v, hi);
-    }
+    };
+    grid_stride4(
+        n, vec4,
+        [&](std::int64_t j) {
+          const float4 v = reinterpret_cast<const float4*>(x)[j];
+          see(v.x), see(v.y), see(v.z), see(v.w);
+        },
+        [&](std::int64_t i) { see(x[i]); });
     smin[threadIdx.x] = lo, smax[threadIdx.x] = hi, sbad[threadIdx.x] = bad;
     __syncthreads();
     for (int w = kBlock / 2; w > 0; w /= 2) {
@@ -85,14 +135,28 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
       part_min[blockIdx.x] = smin[0], part_max[blockIdx.x] = smax[0], part_bad[blockIdx.x] = sbad[0];
     }
     grid.sync();
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (blockIdx.x == 0) {  // the blocks' partials, reduced by block 0's threads, then a tree
       float bmin = INFINITY, bmax = -INFINITY;
       int any_bad = 0;
-      for (unsigned b = 0; b < gridDim.x; ++b) {
+      for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
         bmin = min_z(part_min[b], bmin);
         bmax = max_z(part_max[b], bmax);
         any_bad |= part_bad[b];
       }
+      smin[threadIdx.x] = bmin, smax[threadIdx.x] = bmax, sbad[threadIdx.x] = any_bad;
+      __syncthreads();
+      for (int w = kBlock / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+          smin[threadIdx.x] = min_z(smin[threadIdx.x + w], smin[threadIdx.x]);
+          smax[threadIdx.x] = max_z(smax[threadIdx.x + w], smax[threadIdx.x]);
+          sbad[threadIdx.x] |= sbad[threadIdx.x + w];
+        }
+        __syncthreads();
+      }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const float bmin = smin[0], bmax = smax[0];
+      const int any_bad = sbad[0];
       if (any_bad) {
         ++*a.nonfinite_batches;
       } else if (n > 0) {
@@ -112,14 +176,29 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
   }
   const float s = *a.scale, z = static_cast<float>(*a.zero_point);
   const float lo = static_cast<float>(a.qmin), hi = static_cast<float>(a.qmax), inv = 1.0f / s;
-  for (std::int64_t i = global_index(); i < n; i += global_stride()) {
-    if (fake_quant_on) {
-      y[i] = fake_quant_one(x[i], inv, s, z, lo, hi, &mask[i]);
-    } else {
-      y[i] = x[i];
-      mask[i] = 1;
-    }
-  }
+  grid_stride4(
+      n, vec4,
+      [&](std::int64_t j) {
+        const float4 v = reinterpret_cast<const float4*>(x)[j];
+        float4 r = v;
+        uchar4 m = make_uchar4(1, 1, 1, 1);
+        if (fake_quant_on) {
+          r.x = fake_quant_one(v.x, inv, s, z, lo, hi, &m.x);
+          r.y = fake_quant_one(v.y, inv, s, z, lo, hi, &m.y);
+          r.z = fake_quant_one(v.z, inv, s, z, lo, hi, &m.z);
+          r.w = fake_quant_one(v.w, inv, s, z, lo, hi, &m.w);
+        }
+        reinterpret_cast<float4*>(y)[j] = r;
+        reinterpret_cast<uchar4*>(mask)[j] = m;
+      },
+      [&](std::int64_t i) {
+        if (fake_quant_on) {
+          y[i] = fake_quant_one(x[i], inv, s, z, lo, hi, &mask[i]);
+        } else {
+          y[i] = x[i];
+          mask[i] = 1;
+        }
+      });
 }
 
 // Blocks of a cooperative launch: all resident at once.
@@ -139,14 +218,17 @@ unsigned cooperative_blocks(const char* fn) {
 void fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, const FqParams& p,
                 std::int64_t qmin, std::int64_t qmax) {
   if (n == 0) return;
-  fake_quant_kernel<<<grid_for(n), kBlock, 0, stream("fake_quant")>>>(
-      x, y, mask, n, p, static_cast<float>(qmin), static_cast<float>(qmax));
+  const bool vec4 = aligned4(x, y, mask);
+  fake_quant_kernel<<<grid_for4(n, vec4), kBlock, 0, stream("fake_quant")>>>(
+      x, y, mask, n, p, static_cast<float>(qmin), static_cast<float>(qmax), vec4);
   QAT_CUDA_CHECK_LAUNCH("fake_quant");
 }
 
 void masked_copy(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n) {
   if (n == 0) return;
-  masked_copy_kernel<<<grid_for(n), kBlock, 0, stream("fake_quant_backward")>>>(dy, mask, dx, n);
+  const bool vec4 = aligned4(dy, dx, mask);
+  masked_copy_kernel<<<grid_for4(n, vec4), kBlock, 0, stream("fake_quant_backward")>>>(dy, mask, dx, n,
+                                                                                       vec4);
   QAT_CUDA_CHECK_LAUNCH("fake_quant_backward");
 }
 
@@ -154,9 +236,11 @@ void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mas
                                      const FusedObserverArgs& args) {
   constexpr const char* fn = "fused_moving_avg_obs_fake_quant";
   if (n == 0) return;
+  const bool vec4 = aligned4(x, y, mask);
+  const std::int64_t items = vec4 ? (n + 3) / 4 : n;
   const unsigned blocks = std::min<unsigned>(
       cooperative_blocks(fn),
-      static_cast<unsigned>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, 1 << 20)));
+      static_cast<unsigned>(std::min<std::int64_t>((items + kBlock - 1) / kBlock, 1 << 20)));
   // per-block partials from the device pool (stream-ordered: released at once, reused safely)
   std::size_t cap = 0;
   void* part = ::qat::cuda::detail::allocate(blocks * 3 * sizeof(float), &cap, fn);
@@ -164,7 +248,7 @@ void fused_moving_avg_obs_fake_quant(const float* x, float* y, std::uint8_t* mas
   float* part_max = part_min + blocks;
   int* part_bad = reinterpret_cast<int*>(part_max + blocks);
   FusedObserverArgs a = args;
-  void* params[] = {&x, &y, &mask, &n, &a, &part_min, &part_max, &part_bad};
+  void* params[] = {&x, &y, &mask, &n, &a, &part_min, &part_max, &part_bad, const_cast<bool*>(&vec4)};
   const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_kernel),
                                                       blocks, kBlock, params, 0, stream(fn));
   ::qat::cuda::detail::release(part, cap);

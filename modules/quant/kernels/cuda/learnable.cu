@@ -26,9 +26,12 @@ namespace qat::quant::kernels::cuda {
 namespace {
 
 using ::qat::cuda::detail::stream;
+using qat::kernels::cuda::aligned4;
 using qat::kernels::cuda::global_index;
 using qat::kernels::cuda::global_stride;
 using qat::kernels::cuda::grid_for;
+using qat::kernels::cuda::grid_for4;
+using qat::kernels::cuda::grid_stride4;
 using qat::kernels::cuda::kBlock;
 using i64 = std::int64_t;
 namespace lm = learnable;
@@ -108,13 +111,22 @@ struct LsqGradOp {
   }
   __device__ void add(const Range& k, i64 i, i64 count, double (&acc)[3]) const {
     float a = 0.0f, b = 0.0f, z = 0.0f;  // the CPU's float32 lanes
-    for (i64 t = 0; t < count; ++t, i += kStride) {
+    auto term = [&](i64 e, float xv, float dyv) {
       float ta, tb, tz;
-      const float d = lm::lsq_grad_terms(x[i], dy[i], k, &ta, &tb, &tz);
-      if (dx != nullptr) dx[i] = d;
+      const float d = lm::lsq_grad_terms(xv, dyv, k, &ta, &tb, &tz);
+      if (dx != nullptr) dx[e] = d;
       a += ta;
       b += tb;
       z += tz;
+    };
+    if (count == kGroup) {  // a whole slot: its 2 x 8 loads issued before the first use
+      float xs[kGroup], ds[kGroup];
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) xs[t] = x[i + t * kStride], ds[t] = dy[i + t * kStride];
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) term(i + t * kStride, xs[t], ds[t]);
+    } else {
+      for (i64 t = 0; t < count; ++t, i += kStride) term(i, x[i], dy[i]);
     }
     acc[0] += a;
     acc[1] += b;
@@ -179,14 +191,26 @@ void reduce(const Op& op, const ParamLayout& l, float* out0, float* out1, const 
   ::qat::cuda::detail::release(part, cap);  // stream-ordered pool: safe to reuse at once
 }
 
-// y = lsq_forward_one(x) with the element's scale and forward zero point.
+// y = lsq_forward_one(x) with the element's scale and forward zero point; 4 elements a step where
+// vec4 (aligned, and the 4 share their parameter).
 __global__ void lsq_forward_kernel(const float* __restrict__ x, float* __restrict__ y, i64 n, i64 len,
                                    i64 inner, const float* scale, const float* zero_point, float lo,
-                                   float hi) {
-  for (i64 i = global_index(); i < n; i += global_stride()) {
-    const i64 c = param_of(i, len, inner);
-    y[i] = lm::lsq_forward_one(x[i], scale[c], lm::forward_zero_point(zero_point[c], lo, hi), lo, hi);
-  }
+                                   float hi, bool vec4) {
+  grid_stride4(
+      n, vec4,
+      [&](i64 j) {
+        const i64 c = param_of(4 * j, len, inner);
+        const float s = scale[c], z = lm::forward_zero_point(zero_point[c], lo, hi);
+        const float4 v = reinterpret_cast<const float4*>(x)[j];
+        reinterpret_cast<float4*>(y)[j] =
+            make_float4(lm::lsq_forward_one(v.x, s, z, lo, hi), lm::lsq_forward_one(v.y, s, z, lo, hi),
+                        lm::lsq_forward_one(v.z, s, z, lo, hi), lm::lsq_forward_one(v.w, s, z, lo, hi));
+      },
+      [&](i64 i) {
+        const i64 c = param_of(i, len, inner);
+        y[i] =
+            lm::lsq_forward_one(x[i], scale[c], lm::forward_zero_point(zero_point[c], lo, hi), lo, hi);
+      });
 }
 
 __global__ void amax_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
@@ -205,8 +229,10 @@ void lsq_forward(const float* x, float* y, const ParamLayout& l, const float* sc
   constexpr const char* fn = "fake_quantize_learnable (CUDA)";
   const i64 n = l.numel();
   if (n == 0) return;
-  lsq_forward_kernel<<<grid_for(n), kBlock, 0, stream(fn)>>>(
-      x, y, n, l.len, l.inner, scale, zero_point, static_cast<float>(qmin), static_cast<float>(qmax));
+  const bool vec4 = aligned4(x, y) && (l.len == 1 || l.inner % 4 == 0);
+  lsq_forward_kernel<<<grid_for4(n, vec4), kBlock, 0, stream(fn)>>>(x, y, n, l.len, l.inner, scale,
+                                                                    zero_point, static_cast<float>(qmin),
+                                                                    static_cast<float>(qmax), vec4);
   QAT_CUDA_CHECK_LAUNCH(fn);
 }
 

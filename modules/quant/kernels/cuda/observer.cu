@@ -41,9 +41,13 @@ __device__ void block_min_max(float& lo, float& hi, int& bad) {
 
 // x viewed as (outer, len, inner): one range per index of len (block 0; m = outer inner
 // elements each) or per block of `block` indices along len (m = block elements each).
+// contiguous: per channel with outer 1 (a weight's axis 0), range c is x[c inner, (c + 1) inner);
+// vec4: besides, inner % 4 == 0 and x, y, mask aligned for 16-byte steps (launch.h aligned4).
 struct View {
   i64 len, inner, block;
+  bool contiguous = false, vec4 = false;
   __device__ i64 element(i64 j, i64 c) const {
+    if (contiguous) return c * inner + j;
     return block == 0 ? channel_element(j, c, len, inner) : block_element(j, c, inner, block);
   }
 };
@@ -55,14 +59,24 @@ __global__ void partial_min_max_kernel(const float* x, View v, i64 m, i64 splits
                                        float* part_max, int* any_bad) {
   if (!flag_on(observer_enabled)) return;
   const i64 c = blockIdx.x / splits, s = blockIdx.x % splits;
-  const i64 chunk = (m + splits - 1) / splits, begin = s * chunk, end = min(m, begin + chunk);
   float lo = INFINITY, hi = -INFINITY;
   int bad = 0;
-  for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const float e = x[v.element(j, c)];
+  auto see = [&](float e) {
     bad |= !isfinite(e);
     lo = obs::min_z(e, lo);
     hi = obs::max_z(e, hi);
+  };
+  if (v.vec4) {  // slices of whole float4s (min / max do not depend on how the range is cut)
+    const i64 m4 = m / 4, chunk = (m4 + splits - 1) / splits, begin = s * chunk;
+    const i64 end = min(m4, begin + chunk);
+    const float4* r = reinterpret_cast<const float4*>(x + c * v.inner);
+    for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) {
+      const float4 e = r[j];
+      see(e.x), see(e.y), see(e.z), see(e.w);
+    }
+  } else {
+    const i64 chunk = (m + splits - 1) / splits, begin = s * chunk, end = min(m, begin + chunk);
+    for (i64 j = begin + threadIdx.x; j < end; j += blockDim.x) see(x[v.element(j, c)]);
   }
   block_min_max(lo, hi, bad);
   if (threadIdx.x == 0) {
@@ -111,6 +125,23 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, View
   const bool on = flag_on(a.fake_quant_enabled);
   const float s = s_scale, z = static_cast<float>(s_zp), inv = 1.0f / s;
   const float qlo = static_cast<float>(r.qmin), qhi = static_cast<float>(r.qmax);
+  if (v.vec4) {
+    const i64 base = c * v.inner / 4;
+    for (i64 j = base + threadIdx.x; j < base + m / 4; j += blockDim.x) {
+      const float4 e = reinterpret_cast<const float4*>(x)[j];
+      float4 q = e;
+      uchar4 k = make_uchar4(1, 1, 1, 1);
+      if (on) {
+        q.x = obs::fake_quant_one(e.x, inv, s, z, qlo, qhi, &k.x);
+        q.y = obs::fake_quant_one(e.y, inv, s, z, qlo, qhi, &k.y);
+        q.z = obs::fake_quant_one(e.z, inv, s, z, qlo, qhi, &k.z);
+        q.w = obs::fake_quant_one(e.w, inv, s, z, qlo, qhi, &k.w);
+      }
+      reinterpret_cast<float4*>(y)[j] = q;
+      reinterpret_cast<uchar4*>(mask)[j] = k;
+    }
+    return;
+  }
   for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
     const i64 i = v.element(j, c);
     if (!on) {
@@ -154,7 +185,10 @@ __global__ void unpack_ranges_kernel(i64 len, const float* packed, float* max, i
 void observe(const float* x, i64 outer, i64 len, i64 inner, const ObserveArgs& a, float* y,
              std::uint8_t* mask) {
   constexpr const char* fn = "observer (CUDA)";
-  const View view{len, inner, a.block};
+  View view{len, inner, a.block};
+  view.contiguous = a.block == 0 && outer == 1;
+  view.vec4 = view.contiguous && inner % 4 == 0 && qat::kernels::cuda::aligned4(x, x) &&
+              (y == nullptr || qat::kernels::cuda::aligned4(y, y, mask));
   // ranges and elements per range: per index of len, or per block along len
   const i64 ranges = a.block == 0 ? len : outer * (len / a.block) * inner;
   const i64 m = a.block == 0 ? outer * inner : a.block;
