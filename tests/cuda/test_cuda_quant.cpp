@@ -467,4 +467,41 @@ BOOST_AUTO_TEST_CASE(qat_models_train_alike) {
   }
 }
 
+// QAT training on the GPU, twice from the same seed: every parameter and buffer (observer ranges,
+// qparams, BN statistics) the same bits after 8 SGD steps; and from the third step on, no step
+// asks cudaMalloc for memory (the caching allocator serves the step from its cache).
+BOOST_AUTO_TEST_CASE(qat_training_is_reproducible_and_allocation_free) {
+  auto train = [](std::uint64_t& fresh_after_warmup, std::uint64_t& fresh_at_end) {
+    auto net = qat_cnn(true);
+    net->to(Device::CUDA);
+    net->train();
+    optim::SGD opt(net->named_parameters(), {.lr = 0.02, .momentum = 0.9});
+    Generator gen(12);
+    for (int step = 0; step < 8; ++step) {
+      const Tensor x = rnd(Shape{8, 1, 12, 12}, 700 + step, -1, 1).to(Device::CUDA);
+      std::vector<std::int64_t> y(8);
+      for (auto& v : y) v = static_cast<std::int64_t>(gen.below(5));
+      opt.zero_grad();
+      cross_entropy((*net)(x), Tensor::from_vector(y, Shape{8}).to(Device::CUDA)).backward();
+      opt.step();
+      cuda::synchronize();
+      if (step == 2) fresh_after_warmup = cuda::allocator_stats().fresh_allocations;
+    }
+    fresh_at_end = cuda::allocator_stats().fresh_allocations;
+    return net;
+  };
+  std::uint64_t warm1 = 0, end1 = 0, warm2 = 0, end2 = 0;
+  const auto a = train(warm1, end1), b = train(warm2, end2);
+  BOOST_TEST(end1 == warm1);  // steps 3..7: no cudaMalloc
+  BOOST_TEST(end2 == warm2);
+  const NamedTensors sa = a->named_state(), sb = b->named_state();
+  BOOST_REQUIRE_EQUAL(sa.size(), sb.size());
+  for (std::size_t i = 0; i < sa.size(); ++i) BOOST_TEST_CONTEXT(sa[i].first) {
+      const Tensor ha = sa[i].second.to(Device::CPU), hb = sb[i].second.to(Device::CPU);
+      BOOST_REQUIRE(ha.shape() == hb.shape());
+      BOOST_REQUIRE(ha.dtype() == hb.dtype());
+      BOOST_TEST(std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0);
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
