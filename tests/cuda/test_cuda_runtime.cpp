@@ -147,6 +147,23 @@ BOOST_AUTO_TEST_CASE(copies_round_trip) {
   BOOST_TEST(contains(os.str(), "device cuda"), os.str());
 }
 
+// Out of device memory: an error naming the op, the size, the device and CUDA's reason (after the
+// allocator gave its cache back and tried again); the device stays usable.
+BOOST_AUTO_TEST_CASE(out_of_memory_is_a_clear_error) {
+  const Tensor before = Tensor::full(Shape{1000}, 1.5, DType::Float32, Device::CUDA);
+  try {
+    (void)Tensor::empty(Shape{std::int64_t{1} << 40}, DType::Float32, Device::CUDA);  // 4 TiB
+    BOOST_FAIL("a 4 TiB tensor was allocated");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(contains(m, "cudaMalloc of"), m);
+    BOOST_TEST(contains(m, "cuda:0"), m);
+    BOOST_TEST(contains(m, "out of memory"), m);
+  }
+  BOOST_TEST(sum(before).item() == 1500.0);
+  BOOST_TEST(sum(Tensor::full(Shape{1000}, 2.0, DType::Float32, Device::CUDA)).item() == 2000.0);
+}
+
 // Batches through pinned buffers: the values arrive, whatever the order of sizes and dtypes, with
 // more batches in flight than buffers (each buffer waits for its previous copy).
 BOOST_AUTO_TEST_CASE(pinned_stager_copies_batches) {
