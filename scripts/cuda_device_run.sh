@@ -10,7 +10,8 @@
 # site-packages/nvidia/*/lib, prints the GPU, the libraries each binary resolves (missing ones
 # named), runs the tests, the benchmark and bench/train_vs_pytorch.sh with DEVICE=cuda, and
 # writes the logs under $OUT (or ./cuda-logs). Each step has a time limit (T_TEST, T_BENCH,
-# T_TRAIN, T_IM2COL, T_NCCL, T_SAN seconds); STEPS picks steps ("test bench train im2col nccl"),
+# T_TRAIN, T_IM2COL, T_NCCL, T_SAN, T_WF (each workflow command) seconds); STEPS picks steps ("test bench train im2col nccl";
+# also "workflow": QAT on the GPU saved, resumed and converted, as a user runs it),
 # TESTS narrows test_cuda to a Boost.Test filter, SANITIZE runs compute-sanitizer's memcheck on one.
 set -uo pipefail
 cmd=${1:-}
@@ -79,6 +80,21 @@ PY
       san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
       step "${T_SAN:-240}" sanitizer.txt "$san" --tool memcheck --error-exitcode 1 "$carry/bin/test_cuda" \
         --log_level=test_suite --run_test="$SANITIZE" || rc=1
+    fi
+    # a user's workflow on the GPU: QAT with a checkpoint, resumed, its int8 model evaluated on the
+    # CPU; the learnable and FP8 presets; the same QAT run on the CPU for its accuracy
+    if want workflow; then
+      wf() { echo "== $*"; timeout -k 5 "${T_WF:-120}" "$@" --data "$carry/data" --json 2>&1 | tail -n 3
+             echo "(exit ${PIPESTATUS[0]})"; }
+      ck=$(mktemp -d)/cnn.ckpt
+      {
+        wf "$carry/examples/cnn_qat" --arch cnn-bn --mode qat --device cuda --epochs 1 --train-limit 20000 --save "$ck"
+        wf "$carry/examples/cnn_qat" --arch cnn-bn --mode qat --device cuda --epochs 2 --train-limit 20000 --resume "$ck"
+        wf "$carry/examples/cnn_qat" --arch cnn-bn --mode qat --load "$ck.int8" --eval-only
+        wf "$carry/examples/cnn_qat" --arch cnn-bn --mode qat --epochs 2 --train-limit 20000
+        wf "$carry/examples/mlp_qat" --mode qat --qconfig int8_lsq --device cuda --epochs 1
+        wf "$carry/examples/mlp_qat" --mode qat --qconfig fp8_e4m3 --device cuda --epochs 1
+      } 2>&1 | tee "$out/workflow.txt"
     fi
     if want nccl && [ -x "$carry/bin/test_nccl" ]; then  # a group of one through NCCL (2 ranks need 2 GPUs)
       step "${T_NCCL:-60}" test_nccl.txt "$carry/bin/test_nccl" --log_level=test_suite || rc=1
