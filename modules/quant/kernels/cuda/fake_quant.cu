@@ -96,6 +96,21 @@ __global__ void masked_copy_kernel(const float* dy, const std::uint8_t* mask, fl
       [&](std::int64_t i) { dx[i] = mask[i] ? dy[i] : 0.0f; });
 }
 
+// A block's (lo, hi, bad) folded in a fixed tree through the shared arrays: the result in
+// smin[0], smax[0], sbad[0] (min / max are exact: any order gives the same values).
+__device__ void fold_block(float lo, float hi, int bad, float* smin, float* smax, int* sbad) {
+  smin[threadIdx.x] = lo, smax[threadIdx.x] = hi, sbad[threadIdx.x] = bad;
+  __syncthreads();
+  for (int w = kBlock / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) {
+      smin[threadIdx.x] = min_z(smin[threadIdx.x + w], smin[threadIdx.x]);
+      smax[threadIdx.x] = max_z(smax[threadIdx.x + w], smax[threadIdx.x]);
+      sbad[threadIdx.x] |= sbad[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+}
+
 __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                              FusedObserverArgs a, float* part_min, float* part_max, int* part_bad,
                              bool vec4) {
@@ -121,16 +136,7 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
           see(v.x), see(v.y), see(v.z), see(v.w);
         },
         [&](std::int64_t i) { see(x[i]); });
-    smin[threadIdx.x] = lo, smax[threadIdx.x] = hi, sbad[threadIdx.x] = bad;
-    __syncthreads();
-    for (int w = kBlock / 2; w > 0; w /= 2) {
-      if (threadIdx.x < w) {
-        smin[threadIdx.x] = min_z(smin[threadIdx.x + w], smin[threadIdx.x]);
-        smax[threadIdx.x] = max_z(smax[threadIdx.x + w], smax[threadIdx.x]);
-        sbad[threadIdx.x] |= sbad[threadIdx.x + w];
-      }
-      __syncthreads();
-    }
+    fold_block(lo, hi, bad, smin, smax, sbad);
     if (threadIdx.x == 0) {
       part_min[blockIdx.x] = smin[0], part_max[blockIdx.x] = smax[0], part_bad[blockIdx.x] = sbad[0];
     }
@@ -143,16 +149,7 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
         bmax = max_z(part_max[b], bmax);
         any_bad |= part_bad[b];
       }
-      smin[threadIdx.x] = bmin, smax[threadIdx.x] = bmax, sbad[threadIdx.x] = any_bad;
-      __syncthreads();
-      for (int w = kBlock / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) {
-          smin[threadIdx.x] = min_z(smin[threadIdx.x + w], smin[threadIdx.x]);
-          smax[threadIdx.x] = max_z(smax[threadIdx.x + w], smax[threadIdx.x]);
-          sbad[threadIdx.x] |= sbad[threadIdx.x + w];
-        }
-        __syncthreads();
-      }
+      fold_block(bmin, bmax, any_bad, smin, smax, sbad);
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       const float bmin = smin[0], bmax = smax[0];
@@ -178,19 +175,7 @@ __global__ void fused_kernel(const float* x, float* y, std::uint8_t* mask, std::
   const float lo = static_cast<float>(a.qmin), hi = static_cast<float>(a.qmax), inv = 1.0f / s;
   grid_stride4(
       n, vec4,
-      [&](std::int64_t j) {
-        const float4 v = reinterpret_cast<const float4*>(x)[j];
-        float4 r = v;
-        uchar4 m = make_uchar4(1, 1, 1, 1);
-        if (fake_quant_on) {
-          r.x = fake_quant_one(v.x, inv, s, z, lo, hi, &m.x);
-          r.y = fake_quant_one(v.y, inv, s, z, lo, hi, &m.y);
-          r.z = fake_quant_one(v.z, inv, s, z, lo, hi, &m.z);
-          r.w = fake_quant_one(v.w, inv, s, z, lo, hi, &m.w);
-        }
-        reinterpret_cast<float4*>(y)[j] = r;
-        reinterpret_cast<uchar4*>(mask)[j] = m;
-      },
+      [&](std::int64_t j) { obs::fake_quant4(x, y, mask, j, fake_quant_on, inv, s, z, lo, hi); },
       [&](std::int64_t i) {
         if (fake_quant_on) {
           y[i] = fake_quant_one(x[i], inv, s, z, lo, hi, &mask[i]);

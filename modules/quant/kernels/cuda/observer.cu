@@ -127,19 +127,8 @@ __global__ void update_kernel(const float* x, float* y, std::uint8_t* mask, View
   const float qlo = static_cast<float>(r.qmin), qhi = static_cast<float>(r.qmax);
   if (v.vec4) {
     const i64 base = c * v.inner / 4;
-    for (i64 j = base + threadIdx.x; j < base + m / 4; j += blockDim.x) {
-      const float4 e = reinterpret_cast<const float4*>(x)[j];
-      float4 q = e;
-      uchar4 k = make_uchar4(1, 1, 1, 1);
-      if (on) {
-        q.x = obs::fake_quant_one(e.x, inv, s, z, qlo, qhi, &k.x);
-        q.y = obs::fake_quant_one(e.y, inv, s, z, qlo, qhi, &k.y);
-        q.z = obs::fake_quant_one(e.z, inv, s, z, qlo, qhi, &k.z);
-        q.w = obs::fake_quant_one(e.w, inv, s, z, qlo, qhi, &k.w);
-      }
-      reinterpret_cast<float4*>(y)[j] = q;
-      reinterpret_cast<uchar4*>(mask)[j] = k;
-    }
+    for (i64 j = base + threadIdx.x; j < base + m / 4; j += blockDim.x)
+      obs::fake_quant4(x, y, mask, j, on, inv, s, z, qlo, qhi);
     return;
   }
   for (i64 j = threadIdx.x; j < m; j += blockDim.x) {

@@ -114,4 +114,23 @@ QAT_HOST_DEVICE inline float fake_quant_one(float x, float inv, float s, float z
   return (c - z) * s;
 }
 
+#ifdef __CUDACC__
+/// Elements 4j .. 4j + 3 of x (16-byte aligned) fake-quantized with one set of parameters into y
+/// and mask, or copied with mask 1 when !on: the kernels' 4-wide steps (launch.h grid_stride4).
+__device__ inline void fake_quant4(const float* x, float* y, std::uint8_t* mask, std::int64_t j, bool on,
+                                   float inv, float s, float z, float lo, float hi) {
+  const float4 v = reinterpret_cast<const float4*>(x)[j];
+  float4 r = v;
+  uchar4 m = make_uchar4(1, 1, 1, 1);
+  if (on) {
+    r.x = fake_quant_one(v.x, inv, s, z, lo, hi, &m.x);
+    r.y = fake_quant_one(v.y, inv, s, z, lo, hi, &m.y);
+    r.z = fake_quant_one(v.z, inv, s, z, lo, hi, &m.z);
+    r.w = fake_quant_one(v.w, inv, s, z, lo, hi, &m.w);
+  }
+  reinterpret_cast<float4*>(y)[j] = r;
+  reinterpret_cast<uchar4*>(mask)[j] = m;
+}
+#endif
+
 }  // namespace qat::quant::kernels::cuda::obs
