@@ -1,7 +1,8 @@
 // The quantization kernels on CUDA at 2^20 and 2^26 floats: achieved bandwidth (bytes read +
 // written / time) next to a device-to-device copy measured in the same run (copy bandwidth =
 // 2 x bytes copied / time), and the ratio. Then a conv layer's forward + backward through cuDNN
-// and through im2col + cuBLAS, as a ratio. Without a device it prints "skipped: no CUDA device".
+// and through im2col + cuBLAS, as a ratio to the latter, float32 and with TF32 allowed. Without a
+// device it prints "skipped: no CUDA device".
 //   build/bench/bench_cuda
 #include <chrono>
 #include <cmath>
@@ -73,6 +74,15 @@ void conv_rows() {
               gemm_s / dnn_s);
   const kernels::cuda::CudnnConv c{{C, H, W, k, k, 1, 1, 1, 1, 1, 1, H, W}, N, O, 1};
   std::printf("cuDNN algorithms: %s\n", kernels::cuda::cudnn_conv_algorithms(c, false).c_str());
+  // the opt-in TF32 (cuda::set_allow_tf32): tensor cores on float32, ~1e-3 relative
+  const cuda::Tf32Guard tf32(true);
+  const double gemm32 = time_path(cuda::ConvPath::Im2colGemm), dnn32 = time_path(cuda::ConvPath::Cudnn);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "im2col + cuBLAS, TF32 allowed", gemm32 * 1e3,
+              flops / gemm32 / 1e12, gemm_s / gemm32);
+  std::printf("%-52s %7.3f ms %10.2f %8.2fx\n", "cuDNN, TF32 allowed", dnn32 * 1e3, flops / dnn32 / 1e12,
+              gemm_s / dnn32);
+  std::printf("cuDNN algorithms with TF32 allowed: %s\n",
+              kernels::cuda::cudnn_conv_algorithms(c, false).c_str());
 }
 
 }  // namespace

@@ -61,6 +61,33 @@ namespace detail {
 ConvPath conv_path_from_env(const char* value, bool cudnn_built, std::string* warning);
 }  // namespace detail
 
+/// Whether float32 matmul / linear and conv2d on CUDA may run on TF32 tensor cores (products of
+/// 10-bit mantissas summed in float32: about 1e-3 relative error, as PyTorch's allow_tf32). Off by
+/// default: float32 stays float32 (cuBLAS pedantic math, cuDNN FMA math). QAT_CUDA_TF32=1 in the
+/// environment turns it on (read at the first call); set_allow_tf32() decides from then on (set
+/// it before training: calls already queued keep the mode they were issued with). float64 and
+/// the quantization kernels are not affected.
+bool allow_tf32();
+void set_allow_tf32(bool on);
+
+/// Sets allow_tf32 for a scope and restores the previous value.
+class Tf32Guard {
+ public:
+  explicit Tf32Guard(bool on) : previous_(allow_tf32()) { set_allow_tf32(on); }
+  ~Tf32Guard() { set_allow_tf32(previous_); }
+  Tf32Guard(const Tf32Guard&) = delete;
+  Tf32Guard& operator=(const Tf32Guard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace detail {
+/// allow_tf32 as QAT_CUDA_TF32=`value` sets it (nullptr: unset): "1" on, "0" / unset / "" off;
+/// `warning` receives one line (else "") for another value, which leaves it off.
+bool tf32_from_env(const char* value, std::string* warning);
+}  // namespace detail
+
 /// Host -> device copies of input batches through page-locked (pinned) host buffers, so that the
 /// copy runs asynchronously while the GPU works on the previous step: to_device() copies the
 /// batch into the next of `slots` pinned buffers, queues cudaMemcpyAsync on the one stream

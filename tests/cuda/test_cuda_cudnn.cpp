@@ -2,11 +2,14 @@
 // the im2col + cuBLAS path, forward and the gradients of x, weight and bias, float32 and
 // float64, on odd sizes: kernels 1 / 3 / 5, stride 2, padding, dilation 2, groups 1 / 3 / 5
 // (depthwise). The same input twice gives the same bits. The choice of path (QAT_CUDNN,
-// cuda::set_conv_path) is tested without a device.
+// cuda::set_conv_path) and of TF32 (QAT_CUDA_TF32, cuda::set_allow_tf32) is tested without a
+// device; what TF32 does to matmul and conv2d, with one.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "framework/autograd/ops.h"
@@ -129,6 +132,97 @@ BOOST_AUTO_TEST_CASE(path_follows_environment_and_switch) {
   }
   BOOST_TEST(std::string(cuda::conv_path_name(ConvPath::Cudnn)) == "cudnn");
   BOOST_TEST(std::string(cuda::conv_path_name(ConvPath::Im2colGemm)) == "im2col_gemm");
+}
+
+BOOST_AUTO_TEST_CASE(qat_cuda_tf32_environment_values_and_switch) {
+  std::string warning;
+  for (const char* v : {static_cast<const char*>(nullptr), "", "0"}) {
+    BOOST_TEST(!cuda::detail::tf32_from_env(v, &warning));
+    BOOST_TEST(warning.empty());
+  }
+  BOOST_TEST(cuda::detail::tf32_from_env("1", &warning));
+  BOOST_TEST(warning.empty());
+  BOOST_TEST(!cuda::detail::tf32_from_env("yes", &warning));
+  BOOST_TEST(warning.find("ignoring QAT_CUDA_TF32=yes (expected 0 or 1)") != std::string::npos, warning);
+  const bool from_env = cuda::detail::tf32_from_env(std::getenv("QAT_CUDA_TF32"), &warning);
+  BOOST_TEST(cuda::allow_tf32() == from_env);
+  {
+    const cuda::Tf32Guard guard(!from_env);
+    BOOST_TEST(cuda::allow_tf32() == !from_env);
+  }
+  BOOST_TEST(cuda::allow_tf32() == from_env);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+// ||a - b|| / ||a|| in double
+double relative_error(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  double d = 0, r = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    d += (double(x[i]) - y[i]) * (double(x[i]) - y[i]), r += double(x[i]) * x[i];
+  return std::sqrt(d / r);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tf32, *boost::unit_test::precondition(has_cuda_device))
+
+// TF32 is opt-in: off, float32 matmul and conv2d stay within float32 rounding of the CPU; on, they
+// move by TF32's rounding of the operands (10-bit mantissas: ~1e-3 relative, under 1e-2 here) on
+// every path that honours it (cuBLAS: matmul and im2col conv2d; cuDNN where it ranks a tensor-op
+// algorithm first); off again, the float32 bits come back (the plans and the handle's math mode
+// follow the switch).
+BOOST_AUTO_TEST_CASE(tf32_is_opt_in) {
+  const cuda::Tf32Guard off(false);
+  Generator gen(31);
+  const Tensor a = Tensor::uniform(Shape{96, 1024}, -1, 1, gen),
+               b = Tensor::uniform(Shape{1024, 80}, -1, 1, gen);
+  const Tensor x = Tensor::uniform(Shape{4, 64, 12, 12}, -1, 1, gen),
+               w = Tensor::uniform(Shape{48, 64, 3, 3}, -0.2, 0.2, gen);
+  const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  struct Op {
+    const char* name;
+    std::function<Tensor(bool cuda)> run;
+    bool must_move;  // TF32 is sure to change the result
+  };
+  std::vector<Op> ops = {
+      {"matmul (cuBLAS)",
+       [&](bool d) {
+         return d ? matmul(a.to(Device::CUDA), b.to(Device::CUDA)).to(Device::CPU) : matmul(a, b);
+       },
+       true},
+      {"conv2d, im2col + cuBLAS",
+       [&](bool d) {
+         if (!d) return conv2d(x, w, Tensor(), p);
+         const cuda::ConvPathGuard path(ConvPath::Im2colGemm);
+         return conv2d(x.to(Device::CUDA), w.to(Device::CUDA), Tensor(), p).to(Device::CPU);
+       },
+       true}};
+  if (cuda::has_cudnn())
+    ops.push_back({"conv2d, cuDNN",
+                   [&](bool d) {
+                     if (!d) return conv2d(x, w, Tensor(), p);
+                     const cuda::ConvPathGuard path(ConvPath::Cudnn);
+                     return conv2d(x.to(Device::CUDA), w.to(Device::CUDA), Tensor(), p).to(Device::CPU);
+                   },
+                   false});
+  for (const Op& op : ops) BOOST_TEST_CONTEXT(op.name) {
+      const Tensor ref = op.run(false), f32 = op.run(true);
+      Tensor t32;
+      {
+        const cuda::Tf32Guard on(true);
+        t32 = op.run(true);
+      }
+      const Tensor again = op.run(true);
+      // float32 sums of 576-1024 terms in another order: ~1e-6; TF32: ~5e-4
+      BOOST_TEST(relative_error(ref, f32) < 2e-5);
+      BOOST_TEST(relative_error(ref, t32) < 1e-2);
+      if (op.must_move) BOOST_TEST(relative_error(ref, t32) > 1e-4);  // TF32 ran
+      test::require_bits_equal(f32, again);
+      BOOST_TEST_MESSAGE(op.name << ": float32 " << relative_error(ref, f32) << ", TF32 allowed "
+                                 << relative_error(ref, t32));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,6 @@
 // GEMM through cuBLAS (kernels.h). Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T,
-// so cuBLAS gets B first. Pedantic math mode: FP32 stays FP32 (no TF32), as on the CPU.
+// so cuBLAS gets B first. Pedantic math mode: FP32 stays FP32 (no TF32), as on the CPU, unless
+// cuda::allow_tf32() (float32 only; float64 is always float64).
 // cuBLAS is opened on the first GEMM on a GPU, not linked: libcublas pulls in libcublasLt, whose
 // static initializers took 0.33 s and 210 MB of every process that linked it (CUDA 13, measured
 // with an empty main), CPU-only runs included. The entry points come from the header's
@@ -7,11 +8,13 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <string>
 #include <type_traits>
 
 #include "framework/kernels/cuda/check.h"
 #include "framework/kernels/cuda/kernels.h"
+#include "framework/tensor/cuda.h"
 
 namespace qat::kernels::cuda {
 namespace {
@@ -109,6 +112,19 @@ cublasHandle_t handle() {
 
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
+// The handle with the float32 math that cuda::allow_tf32() asks for: pedantic (float32 stays
+// float32) or TF32 tensor cores. Changed only when the setting changes.
+cublasHandle_t handle_for_float() {
+  static std::atomic<int> mode{CUBLAS_PEDANTIC_MATH};  // handle() starts pedantic
+  const cublasHandle_t h = handle();
+  const int want = ::qat::cuda::allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
+  if (mode.load(std::memory_order_relaxed) != want) {
+    check(cublas().set_math_mode(h, static_cast<cublasMath_t>(want)), "cublasSetMathMode");
+    mode.store(want, std::memory_order_relaxed);
+  }
+  return h;
+}
+
 }  // namespace
 
 std::string cublas_library() {
@@ -123,9 +139,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
           std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  check(cublas().sgemm(handle(), op(trans_b), op(trans_a), static_cast<int>(n), static_cast<int>(m),
-                       static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda),
-                       &beta, c, static_cast<int>(ldc)),
+  check(cublas().sgemm(handle_for_float(), op(trans_b), op(trans_a), static_cast<int>(n),
+                       static_cast<int>(m), static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
+                       static_cast<int>(lda), &beta, c, static_cast<int>(ldc)),
         "cublasSgemm");
 }
 
@@ -148,7 +164,7 @@ void gemm_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
                   std::int64_t ldb, std::int64_t stride_b, float beta, float* c, std::int64_t ldc,
                   std::int64_t stride_c, std::int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
-  check(cublas().sgemm_batched(handle(), op(trans_b), op(trans_a), static_cast<int>(n),
+  check(cublas().sgemm_batched(handle_for_float(), op(trans_b), op(trans_a), static_cast<int>(n),
                                static_cast<int>(m), static_cast<int>(k), &alpha, b,
                                static_cast<int>(ldb), stride_b, a, static_cast<int>(lda), stride_a,
                                &beta, c, static_cast<int>(ldc), stride_c, static_cast<int>(batch)),
