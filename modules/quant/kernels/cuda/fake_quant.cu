@@ -18,9 +18,6 @@ namespace {
 
 using ::qat::cuda::detail::stream;
 using qat::kernels::cuda::aligned4;
-using qat::kernels::cuda::global_index;
-using qat::kernels::cuda::global_stride;
-using qat::kernels::cuda::grid_for;
 using qat::kernels::cuda::grid_for4;
 using qat::kernels::cuda::grid_stride4;
 using qat::kernels::cuda::kBlock;
