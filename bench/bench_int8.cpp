@@ -2,9 +2,10 @@
 // and the best path this CPU has:
 //   (a) the int8 linear kernel (packed weights, fused requantization) vs our float GEMM on the
 //       same shape (the MLP's layers, batch 64);
-//   (a3) quads plus the excess vs int16 pairs (AVX2 / AVX-512 without VNNI) for inputs with a
-//       fraction above 127: a linear layer and the CNN's conv2, where int8::quads_pay's
-//       thresholds come from;
+//   (a3) quads plus the excess vs the 8-bit kernel (AVX2 / AVX-512 without VNNI: Winograd's
+//       form for a linear layer on AVX2, int16 pairs elsewhere) for inputs with a fraction
+//       above 127: a linear layer and the CNN's conv2, where int8::quads_pay's thresholds come
+//       from;
 //   (a2) the dynamic int8 linear (DynamicQuantizedLinear: int4 weights in groups of 32, per-row
 //       activation quantization on the fly, float out) vs our float GEMM on the same shape;
 //   (b) the converted int8 MLP / CNN / CNN-BN (prepare_qat, 600 SGD steps on Fashion-MNIST's
@@ -19,7 +20,8 @@
 //   --rows: only machine-readable lines for the current path (cpu::isa(), QAT_CPU):
 //     ROW int8_linear <X>x_faster (...)       our float GEMM time / int8 kernel time, 64x784 . 256
 //     ROW int8_linear_ceiling <X>x_faster (...) the most int8_linear can show on this path: the
-//         int8 multiply's rate (vpmaddwd + vpaddd, or vpdpbusd) over FMA's of the same width, on
+//         int8 multiply's rate (Winograd's vpaddw x2 + vpmaddwd + vpaddd on AVX2, vpmaddwd +
+//         vpaddd on AVX-512, or vpdpbusd) over FMA's of the same width, on
 //         registers (bench/port_ceiling.h), and each kernel's share of its own
 //     ROW int8_linear_relu <X>x_faster (...)  the same, 0.3% of the inputs above 127 (a trained ReLU
 //         layer's share: quads plus the excess on AVX2 / AVX-512)
@@ -57,6 +59,7 @@
 #include "modules/quant/dynamic_quantized_linear.h"
 #include "modules/quant/int8_dynamic.h"
 #include "modules/quant/int8_kernels.h"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
 #include "modules/quant/quant.h"
 #include "modules/quant/quantized_layers.h"
 
@@ -183,7 +186,7 @@ TorchRows run_torch(cpu::Isa isa, const std::vector<std::int64_t>& batches, std:
 // {int8 kernel s, float GEMM s} on x (N, K) . w^T (O, K), packing excluded; narrow: inputs in
 // [0, 127] (a 7-bit activation range, PyTorch fbgemm's reduce_range), packed for them. wide >= 0:
 // that fraction of the inputs in [128, 255], the rest in [0, 127], packed narrow (quads plus
-// the excess of those inputs) or not (int16 pairs).
+// the excess of those inputs) or not (Winograd's form on AVX2, int16 pairs on AVX-512).
 std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64_t O, bool narrow,
                                       double wide = -1) {
   Generator gen(3);
@@ -307,7 +310,7 @@ int print_rows(bool torch) {
   if (const cpu::Isa isa = cpu::isa(); isa != cpu::Isa::Generic) {
     const bool wide = isa == cpu::Isa::AVX512 || isa == cpu::Isa::AVX512_VNNI;
     const bool vnni = isa == cpu::Isa::AVX2_VNNI || isa == cpu::Isa::AVX512_VNNI;
-    const bench::PortCeiling c = bench::port_ceiling(wide, vnni);
+    const bench::PortCeiling c = bench::port_ceiling(wide, vnni, int8::kernels::winograd());
     const double macs = 64.0 * 784 * 256;
     std::printf(
         "ROW int8_linear_ceiling %.2fx_faster (%s: %s %.0f vs FMA %.0f GMAC/s on registers; the int8 "
@@ -404,14 +407,15 @@ int main(int argc, char** argv) {
 
   // (a3) the excess correction: inputs in [0, 127] but for a fraction above (ReLU activations
   // of a trained model: 0.07% / 0.18% for the demo CNN's fc1 / conv2), quads plus the excess
-  // against int16 pairs, to place int8::kQuadsPayGemm / kQuadsPayConv
+  // against the 8-bit kernel, to place int8::kQuadsPayGemm / kQuadsPayConv
   std::printf(
       "\n(a3) int8 layers with a fraction of the inputs in [128, 255] (the rest in [0, 127]): quads "
-      "plus their excess vs int16 pairs, 1 thread (the layers take quads up to 1/%lld (linear), "
-      "1/%lld (conv))\n",
+      "plus their excess vs the 8-bit kernel (\"8-bit\": Winograd's form for the linear layer on "
+      "AVX2, int16 pairs elsewhere), 1 thread (the layers take quads up to 1/%lld (linear), 1/%lld "
+      "(conv))\n",
       static_cast<long long>(int8::kQuadsPayGemm), static_cast<long long>(int8::kQuadsPayConv));
-  std::printf("%-12s %-28s %8s %12s %12s %12s\n", "path", "layer", "above", "quads+exc", "pairs",
-              "pairs/quads");
+  std::printf("%-12s %-28s %8s %12s %12s %12s\n", "path", "layer", "above", "quads+exc", "8-bit",
+              "8-bit/quads");
   for (cpu::Isa isa : paths) {
     if (!only.empty()) break;
     cpu::IsaGuard guard(isa);

@@ -7,6 +7,8 @@
 //   pairs (AVX2, AVX-512 without VNNI): vpmaddwd (u8 widened to int16 x s8 widened, 2 products
 //       per int32 lane) then vpaddd into the accumulator, what int8_gemm.cpp's pairs tile runs
 //       for inputs in [0, 255];
+//   Winograd (AVX2 without VNNI, linear layers; int8_gemm.h): per 4 products of an int32 lane,
+//       two vpaddw (the sums a + w), one vpmaddwd, one vpaddd;
 //   quads (AVX-VNNI, AVX512-VNNI): vpdpbusd (4 u8 x s8 products per int32 lane, accumulated);
 //   FMA: vfmadd231ps of the same vector width.
 // x86-64 GCC / Clang only; elsewhere every rate is 0.
@@ -57,6 +59,18 @@ double fastest(F body, long iters) {
   QAT_PC_MA(R, "8", "0") \
   QAT_PC_MA(R, "9", "1") \
   QAT_PC_MA(R, "10", "2") QAT_PC_MA(R, "11", "3") QAT_PC_MA(R, "12", "4") QAT_PC_MA(R, "13", "5")
+// clang-format off
+// Winograd: X = a + w and Y = a' + w' (vpaddw from the four source registers 10-13), the
+// product of the iteration before added into one of 4 accumulators, vpmaddwd X, Y into it
+#define QAT_PC_WG(R, t, a)                              \
+  "vpaddw %%" R "mm10, %%" R "mm12, %%" R "mm14\n\t"    \
+  "vpaddw %%" R "mm11, %%" R "mm13, %%" R "mm15\n\t"    \
+  "vpaddd %%" R "mm" t ", %%" R "mm" a ", %%" R "mm" a \
+  "\n\t"                                                \
+  "vpmaddwd %%" R "mm14, %%" R "mm15, %%" R "mm" t "\n\t"
+#define QAT_PC_WINOGRAD(R) \
+  QAT_PC_WG(R, "4", "0") QAT_PC_WG(R, "5", "1") QAT_PC_WG(R, "6", "2") QAT_PC_WG(R, "7", "3")
+// clang-format on
 #define QAT_PC_CLOBBER                                                                              \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
       "xmm12", "xmm13", "xmm14", "xmm15"
@@ -75,6 +89,7 @@ double fastest(F body, long iters) {
   }
 QAT_PC_LOOP(fma_y, QAT_PC_R10("vfmadd231ps", "y"))
 QAT_PC_LOOP(pairs_y, QAT_PC_PAIRS("y"))
+QAT_PC_LOOP(winograd_y, QAT_PC_WINOGRAD("y"))
 QAT_PC_LOOP(vnni_y, QAT_PC_R10("%{vex%} vpdpbusd", "y"))
 QAT_PC_LOOP(fma_z, QAT_PC_R10("vfmadd231ps", "z"))
 QAT_PC_LOOP(pairs_z, QAT_PC_PAIRS("z"))
@@ -83,24 +98,30 @@ QAT_PC_LOOP(vnni_z, QAT_PC_R10("vpdpbusd", "z"))
 #undef QAT_PC_R10
 #undef QAT_PC_MA
 #undef QAT_PC_PAIRS
+#undef QAT_PC_WG
+#undef QAT_PC_WINOGRAD
 #undef QAT_PC_CLOBBER
 
 }  // namespace port_detail
 
-/// The ceiling on a path: `wide` for zmm (AVX-512), `vnni` for vpdpbusd (else vpmaddwd +
-/// vpaddd). The caller makes sure the CPU has the instructions.
-inline PortCeiling port_ceiling(bool wide, bool vnni) {
+/// The ceiling on a path: `wide` for zmm (AVX-512), `vnni` for vpdpbusd, else `winograd`
+/// (ymm only) for Winograd's form, else vpmaddwd + vpaddd. The caller makes sure the CPU has
+/// the instructions.
+inline PortCeiling port_ceiling(bool wide, bool vnni, bool winograd = false) {
   using namespace port_detail;
   constexpr long kIters = 2'000'000;
   const double lanes = wide ? 16 : 8;  // int32 / float32 lanes
+  winograd = winograd && !vnni && !wide;
   PortCeiling c;
-  c.int8_insn =
-      vnni ? (wide ? "vpdpbusd zmm" : "vpdpbusd ymm") : (wide ? "vpmaddwd zmm" : "vpmaddwd ymm");
-  // per iteration (the body twice): 20 vpdpbusd (4 products per lane) or 12 vpmaddwd (2 per
-  // lane); 20 FMA (1 per lane)
-  const double int8_per_iter = vnni ? 20 * 4 * lanes : 12 * 2 * lanes;
-  const double t8 =
-      vnni ? fastest(wide ? vnni_z : vnni_y, kIters) : fastest(wide ? pairs_z : pairs_y, kIters);
+  c.int8_insn = vnni       ? (wide ? "vpdpbusd zmm" : "vpdpbusd ymm")
+                : winograd ? "Winograd vpaddw x2 + vpmaddwd ymm"
+                           : (wide ? "vpmaddwd zmm" : "vpmaddwd ymm");
+  // per iteration (the body twice): 20 vpdpbusd (4 products per lane), 8 Winograd vpmaddwd (4
+  // per lane) or 12 vpmaddwd (2 per lane); 20 FMA (1 per lane)
+  const double int8_per_iter = vnni ? 20 * 4 * lanes : winograd ? 8 * 4 * lanes : 12 * 2 * lanes;
+  const double t8 = vnni       ? fastest(wide ? vnni_z : vnni_y, kIters)
+                    : winograd ? fastest(winograd_y, kIters)
+                               : fastest(wide ? pairs_z : pairs_y, kIters);
   const double tf = fastest(wide ? fma_z : fma_y, kIters);
   c.int8_macs = int8_per_iter * kIters / t8;
   c.fma_macs = 20 * lanes * kIters / tf;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "framework/tensor/aligned_vector.h"
+
 namespace qat::quant::int8 {
 
 /// Weights (O, K) in groups of `group` inputs (the last group may be shorter), packed once for
@@ -18,7 +20,7 @@ namespace qat::quant::int8 {
 /// as [block][group][16] (0 for the padding channels). The same packing on every CPU path.
 struct GroupedWeights {
   std::int64_t O = 0, K = 0, group = 0, groups = 0, steps = 0;
-  std::vector<std::int8_t> data;
+  AlignedVector<std::int8_t> data;  ///< 64-byte aligned
   std::vector<float> scales;
 };
 

@@ -103,6 +103,8 @@ void gemm_u8s8_cols_reference(const std::int8_t* w, const std::int32_t* w_sums, 
 // ---- the blocked GEMM (kernels/cpu/int8_gemm.cpp) --------------------------------------------
 
 bool PackedWeights::usable() const {
+  if (format == static_cast<int>(kernels::PackFormat::Winograd))
+    return kernels::winograd() && pieces == 1;
   return format == static_cast<int>(kernels::pack_format(narrow)) &&
          (!narrow || group == kernels::sched_group());
 }
@@ -217,7 +219,30 @@ PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int
 }
 
 PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K, bool narrow) {
-  return pack_weights_pieces(w, O, 1, K, narrow);
+  if (narrow || !kernels::winograd()) return pack_weights_pieces(w, O, 1, K, narrow);
+  // Winograd: the pairs packing of whole groups of 4 k, zero weights past K (their terms
+  // (a + 0)(a' + 0) cancel against rho, which the kernel sums over the same zero-padded rows)
+  QAT_REQUIRE(O > 0 && K > 0, "int8::pack_weights", "needs O, K > 0, got O ", O, ", K ", K);
+  const std::int64_t K4 = (K + 3) / 4 * 4;
+  std::vector<std::int8_t> padded;
+  const std::int8_t* src = w;
+  if (K4 != K) {
+    padded.assign(O * K4, 0);
+    for (std::int64_t o = 0; o < O; ++o) std::copy_n(w + o * K, K, padded.data() + o * K4);
+    src = padded.data();
+  }
+  PackedWeights p = pack_weights_pieces(src, O, 1, K4, false);
+  p.K = K;
+  p.format = static_cast<int>(kernels::PackFormat::Winograd);
+  p.gamma.assign(O, 0);
+  for (std::int64_t o = 0; o < O; ++o) {
+    std::uint32_t g = 0;  // wraps as the kernel's int32 sums do
+    for (std::int64_t k = 0; k < K4; k += 4)
+      for (std::int64_t h = 0; h < 2; ++h)
+        g += static_cast<std::uint32_t>(src[o * K4 + k + h] * src[o * K4 + k + h + 2]);
+    p.gamma[o] = static_cast<std::int32_t>(g);
+  }
+  return p;
 }
 
 int activation_bytes(bool narrow) {
@@ -349,8 +374,9 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   std::vector<std::int32_t> acc0(Op, 0);
   std::vector<float> scale(Op, 0.0f), bias(Op, 0.0f);
   for (std::int64_t o = 0; o < O; ++o) {
-    acc0[o] = static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(zx) *
-                                                 static_cast<std::uint32_t>(w.sums[o]));
+    acc0[o] = static_cast<std::int32_t>(
+        0u - static_cast<std::uint32_t>(zx) * static_cast<std::uint32_t>(w.sums[o]) -
+        (w.gamma.empty() ? 0u : static_cast<std::uint32_t>(w.gamma[o])));
     scale[o] = rq.scale[o];
     bias[o] = rq.bias ? rq.bias[o] : 0.0f;
   }
@@ -438,6 +464,9 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
                         const std::uint8_t* x_narrow, const PooledRows* pool) {
+  QAT_REQUIRE(w.format != static_cast<int>(kernels::PackFormat::Winograd), "int8::gemm_u8s8_implicit",
+              "weights packed by pack_weights (Winograd's form) are for gemm_u8s8_packed: pack them "
+              "with pack_weights_pieces");
   if (pool) {
     QAT_REQUIRE(pool->rows % kernels::kPoolWindow == 0, "int8::gemm_u8s8_implicit", "pooled rows (",
                 pool->rows, ") must be whole windows of ", kernels::kPoolWindow);

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/tensor/aligned_vector.h"
+
 namespace qat::quant::int8 {
 
 /// real = m0 * 2^(shift - 31) with m0 in [2^30, 2^31) (TFLite's QuantizeMultiplier); {0, 0} for
@@ -61,8 +63,10 @@ struct PackedWeights {
   std::int64_t pieces = 1, piece_steps = 0;  ///< K = pieces runs of K / pieces, each padded
   int format = -1;                           ///< kernels::PackFormat
   bool narrow = false;  ///< for inputs in [0, 127] only (set where that changes the kernel)
-  std::vector<std::uint8_t> data;
-  std::vector<std::int32_t> sums;  ///< rowsum(w) (O)
+  AlignedVector<std::uint8_t> data;  ///< 64-byte aligned
+  std::vector<std::int32_t> sums;    ///< rowsum(w) (O)
+  /// Winograd packing: per channel gamma = sum over each 4 k of w0 w2 + w1 w3 (int8_gemm.h)
+  std::vector<std::int32_t> gamma;
   /// narrow: the kernel's step order per group of `group` blocks, the steps it takes two at a
   /// time first (sched_pairs per group; kernels/cpu/int8_gemm.h, pair_schedule).
   std::int64_t group = 0;
@@ -70,7 +74,8 @@ struct PackedWeights {
   /// Whether the current CPU path (cpu::isa()) reads this packing.
   bool usable() const;
 };
-/// Packs w (O, K) for the current CPU path (narrow: for inputs in [0, 127]).
+/// Packs w (O, K) for the current CPU path (narrow: for inputs in [0, 127]): for
+/// gemm_u8s8_packed, by Winograd's identity where the path has it (kernels::winograd()).
 PackedWeights pack_weights(const std::int8_t* w, std::int64_t O, std::int64_t K, bool narrow = false);
 /// Packs w (O, pieces * L) for the implicit GEMM: each run of L k values padded to whole steps.
 PackedWeights pack_weights_pieces(const std::int8_t* w, std::int64_t O, std::int64_t pieces,

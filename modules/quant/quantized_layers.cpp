@@ -221,6 +221,7 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
                                    static_cast<std::int32_t>(int8::kernels::pack_format(false)),
                                    static_cast<std::int32_t>(int8::kernels::sched_group()),
+                                   static_cast<std::int32_t>(int8::kernels::winograd()),
                                    static_cast<std::int32_t>(groups),
                                    static_cast<std::int32_t>(order),
                                    fused_relu_,
@@ -261,8 +262,11 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
     reordered = hwc_columns(w, O, K, true);
     w = reordered.data();
   }
-  for (std::int64_t g = 0; g < groups; ++g)
-    st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces, narrow));
+  if (order == KOrder::Stored && groups == 1 && pieces == 1)  // a linear layer: gemm_u8s8_packed
+    st->packed.push_back(int8::pack_weights(w, O, K, narrow));
+  else
+    for (std::int64_t g = 0; g < groups; ++g)
+      st->packed.push_back(int8::pack_weights_pieces(w + g * Og * K, Og, pieces, K / pieces, narrow));
   cached = std::move(st);
   return *cached;
 }

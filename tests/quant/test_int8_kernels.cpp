@@ -132,9 +132,11 @@ BOOST_AUTO_TEST_CASE(reference_stage_by_hand) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
+  // K around the groups of 4 k of Winograd's form (K % 4 = 0, 1, 2, 3), rows odd and even
   const std::int64_t sizes[][3] = {{1, 1, 1},     {3, 3, 3},    {17, 31, 33},  {33, 17, 31},
                                    {31, 33, 17},  {1, 69, 16},  {25, 784, 69}, {64, 256, 128},
-                                   {7, 1568, 10}, {50, 28, 16}, {9, 5, 32},    {2, 400, 47}};
+                                   {7, 1568, 10}, {50, 28, 16}, {9, 5, 32},    {2, 400, 47},
+                                   {5, 2, 19},    {3, 30, 40},  {27, 198, 33}, {26, 6, 16}};
   std::uint32_t seed = 1;
   for (const auto& s : sizes)
     for (const std::int32_t zx : {0, 128, 255})
@@ -152,6 +154,47 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
           }
         });
       }
+}
+
+// On AVX2 without VNNI, pack_weights takes Winograd's form (int8_gemm.h), whose correction
+// terms rho and gamma must cancel exactly: extreme operands (a in {0, 255}, w in {-128, 127},
+// zero points 0 and 255) in patterns over the positions of the groups of 4 k, K % 4 = 0..3,
+// one row at a time with an output stage that maps the exact sum to 100 (scale 1, bias 100 -
+// sum): any error in the int32 sum moves the output. Implicit GEMMs refuse the form.
+BOOST_AUTO_TEST_CASE(winograd_form_is_exact_at_the_extremes) {
+  for_each_int8_isa([&](cpu::Isa isa) {
+    const std::int8_t w1 = 1;
+    BOOST_TEST((int8::pack_weights(&w1, 1, 1).format ==
+                static_cast<int>(int8::kernels::PackFormat::Winograd)) == (isa == cpu::Isa::AVX2));
+    const std::int64_t O = 19;
+    for (const std::int64_t K : {1, 2, 3, 4, 7, 8, 13, 64})
+      for (const std::int32_t zx : {0, 255})
+        for (int pattern = 0; pattern < 6; ++pattern) {
+          U8 x(K);
+          std::vector<std::int8_t> w(O * K);
+          for (std::int64_t k = 0; k < K; ++k)
+            x[k] = pattern == 0 || (k * 7 + pattern) % 3 != 0 ? 255 : 0;
+          for (std::int64_t i = 0; i < O * K; ++i)
+            w[i] = pattern == 1 || (i * 5 + pattern) % 4 != 0 ? -128 : 127;
+          std::vector<float> scale(O, 1.0f), bias(O);
+          for (std::int64_t o = 0; o < O; ++o) {
+            std::int64_t sum = 0;
+            for (std::int64_t k = 0; k < K; ++k) sum += (x[k] - zx) * w[o * K + k];
+            bias[o] = static_cast<float>(100 - sum);  // |sum| <= 64 * 255 * 128: exact in float
+          }
+          const int8::Requant rq{scale.data(), bias.data(), 1.0f, 0, 0, 255};
+          const int8::PackedWeights pw = int8::pack_weights(w.data(), O, K);
+          U8 y(O, 0);
+          int8::gemm_u8s8_packed(x.data(), 1, K, zx, pw, rq, y.data(), O);
+          BOOST_TEST(std::count(y.begin(), y.end(), 100) == O,
+                     "K " << K << " zx " << zx << " pattern " << pattern);
+          if (pw.format == static_cast<int>(int8::kernels::PackFormat::Winograd)) {
+            const std::int64_t off[] = {0}, rows[] = {0};
+            BOOST_CHECK_THROW(int8::gemm_u8s8_implicit(x.data(), 1, rows, off, zx, pw, rq, y.data(), O),
+                              Error);
+          }
+        }
+  });
 }
 
 BOOST_AUTO_TEST_CASE(strided_operands_threads_and_no_bias) {

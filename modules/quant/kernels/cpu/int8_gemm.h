@@ -22,6 +22,15 @@
 // pair sums of both with vpaddw before one vpmaddwd widens them: 3 multiplies for 2 steps where
 // single steps take 4. Exact where the weights bound the sum (kPairedStepBound); which steps pair
 // is chosen once, at pack time, per group of blocks (pair_schedule).
+// Winograd (AVX2 without VNNI, linear layers): the pairs packing with an even number of steps,
+// each two steps (4 k) multiplied by Winograd's inner-product identity (S. Winograd, "A new
+// algorithm for inner product", IEEE Trans. Computers, 1968):
+//   a0 w0 + a1 w1 + a2 w2 + a3 w3 = (a0 + w2)(a2 + w0) + (a1 + w3)(a3 + w1) - rho - gamma,
+//   rho = a0 a2 + a1 a3 (per row, summed over K), gamma = w0 w2 + w1 w3 (per channel, at packing)
+// The sums a + w lie in [-128, 382] (int16), so one vpmaddwd takes 4 products of a channel
+// where the pairs take two: 2 vpaddw + vpmaddwd + vpaddd per 32 multiply-adds, half the
+// multiplies (AVX2's pairs: 2 vpmaddwd + 2 vpaddd). Exact: every product and pair sum fits int32,
+// and the accumulator's wrap-around additions give the true sum wherever it fits int32.
 #include <cstdint>
 
 #include "modules/quant/int8_kernels.h"
@@ -31,9 +40,9 @@ namespace qat::quant::int8::kernels {
 constexpr std::int64_t kBlock = 16;      ///< output channels per packed block
 constexpr std::int64_t kStepBytes = 64;  ///< bytes of one step of one block
 
-enum class PackFormat : int { Quads = 0, Pairs = 1 };
+enum class PackFormat : int { Quads = 0, Pairs = 1, Winograd = 2 };
 
-/// k values per step of a format (4 for quads, 2 for pairs).
+/// k values per step of a format (4 for quads, 2 for pairs and Winograd's).
 inline std::int64_t k_per_step(PackFormat f) { return f == PackFormat::Quads ? 4 : 2; }
 
 /// Everything one GEMM call needs, as raw pointers (no std:: types cross into per-target code).
@@ -94,8 +103,10 @@ struct Excess {
 /// Rows per scratch block (a multiple of every micro-kernel's row count and of kPoolWindow).
 constexpr std::int64_t kRowBlock = 24;
 /// Scratch bytes gemm_range needs (per thread): the rows' copy, then each step's offset in a
-/// row (int32).
-inline std::int64_t scratch_bytes(std::int64_t steps) { return kRowBlock * steps * 4 + 64 + steps * 4; }
+/// row (int32), then each row's Winograd correction rho (int32).
+inline std::int64_t scratch_bytes(std::int64_t steps) {
+  return kRowBlock * steps * 4 + 64 + steps * 4 + kRowBlock * 4;
+}
 
 /// Two steps of narrow quads summed in int16: one int16 lane then holds a0 w0 + a1 w1 + a2 w2 +
 /// a3 w3 (two k of each step, one output channel), which for a in [0, 127] lies in
@@ -117,6 +128,9 @@ std::int64_t sched_group();
 
 /// The packing format of the current path for inputs in [0, 255] (narrow: in [0, 127]).
 PackFormat pack_format(bool narrow = false);
+/// Whether the current path multiplies a GEMM on rows of x (not an implicit one) by Winograd's
+/// identity for inputs in [0, 255] (AVX2 without VNNI): pack_weights packs them so.
+bool winograd();
 /// Rows [r0, r1) and channel blocks [b0, b1) of y; scratch of scratch_bytes(a.steps).
 void gemm_range(const GemmArgs& a, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                 void* scratch);

@@ -3,6 +3,37 @@
 // guard: each inclusion defines them in the namespace it is included in, from the names the
 // includer declares there or around it: Vec, VecF, kVecs, kLanes, kMR, kMR7, kNB, kNative, load,
 // bcast, dot, dot7, dot7x2, ones16, max32, set32, setf, requant, store_bytes.
+
+// The output stage of a tile: its accumulators (MR rows x NB blocks from b) requantized into y
+// from GEMM row `row`, rows [0, rows_valid) (kPool: each kPoolWindow rows one output row).
+template <int NB, std::int64_t MR, bool kPool>
+HWY_INLINE void store_tile(const GemmArgs& g, const Vec (&acc)[MR][NB * kVecs], std::int64_t b,
+                           std::int64_t row, std::int64_t rows_valid) {
+  for (int j = 0; j < NB; ++j) {
+    const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
+    const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);
+    const Vec zp = set32(g.zp);
+    // a constant trip count with an exit keeps the accumulators in registers (a loop bound
+    // by rows_valid indexes them at run time, which puts them on the stack)
+    constexpr std::int64_t kStep = kPool ? kPoolWindow : 1;
+    static_assert(MR % kStep == 0);
+#pragma GCC unroll 8
+    for (std::int64_t i = 0; i < MR; i += kStep) {
+      if (i >= rows_valid) break;
+      Vec out[kVecs];
+      for (int u = 0; u < kVecs; ++u) {
+        const std::int64_t c = c0 + u * kLanes;
+        Vec sum = acc[i][j * kVecs + u];
+        if constexpr (kPool)
+          sum = max32(max32(sum, acc[i + 1][j * kVecs + u]),
+                      max32(acc[i + 2][j * kVecs + u], acc[i + 3][j * kVecs + u]));
+        out[u] = requant(sum, g.scale + c, g.bias + c, inv, lo, hi, zp);
+      }
+      store_bytes(g.y + (row + i) / kStep * g.ldy + c0, out, n);
+    }
+  }
+}
+
 // One tile: the MR rows at ap[0..MR) times blocks b..b+NB-1, K as pieces x psteps steps; kNarrow:
 // quads of inputs in [0, 127] on a target whose native format is pairs, the steps in the order of
 // g.sched, its pairs two at a time (dot7x2), step s at aoff[s] bytes into a row; kExcess: then
@@ -83,30 +114,7 @@ HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std
                 dot7(acc[i][j * kVecs + u], av, load(ws + j * wstride + u * (kStepBytes / kVecs)), ones);
       }
   }
-  // output stage
-  for (int j = 0; j < NB; ++j) {
-    const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
-    const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);
-    const Vec zp = set32(g.zp);
-    // a constant trip count with an exit keeps the accumulators in registers (a loop bound
-    // by rows_valid indexes them at run time, which puts them on the stack)
-    constexpr std::int64_t kStep = kPool ? kPoolWindow : 1;
-    static_assert(MR % kStep == 0);
-#pragma GCC unroll 8
-    for (std::int64_t i = 0; i < MR; i += kStep) {
-      if (i >= rows_valid) break;
-      Vec out[kVecs];
-      for (int u = 0; u < kVecs; ++u) {
-        const std::int64_t c = c0 + u * kLanes;
-        Vec sum = acc[i][j * kVecs + u];
-        if constexpr (kPool)
-          sum = max32(max32(sum, acc[i + 1][j * kVecs + u]),
-                      max32(acc[i + 2][j * kVecs + u], acc[i + 3][j * kVecs + u]));
-        out[u] = requant(sum, g.scale + c, g.bias + c, inv, lo, hi, zp);
-      }
-      store_bytes(g.y + (row + i) / kStep * g.ldy + c0, out, n);
-    }
-  }
+  store_tile<NB, MR, kPool>(g, acc, b, row, rows_valid);
 }
 
 // One row of tiles: their rows (ap[0..], from GEMM row `row`, `valid` of them real) times
