@@ -52,7 +52,8 @@ inline std::uint8_t requantize(std::int32_t acc, const Requant& rq, std::int64_t
 
 /// int8 weights (O, K) rearranged once for the GEMM micro-kernel of the current CPU path
 /// (kernels/cpu/int8_gemm.h: blocks of 16 output channels, K padded; int16 pairs on AVX2 /
-/// AVX-512, int8 quads on AVX-VNNI, AVX-512 VNNI and the generic path), with rowsum(w). Narrow packings
+/// AVX-512 (on AVX2 in Winograd's form for pack_weights), int8 quads on AVX-VNNI, AVX-512 VNNI
+/// and the generic path), with rowsum(w). Narrow packings
 /// are for inputs mostly in [0, 127] (a 7-bit activation range, as PyTorch fbgemm's reduce_range, or
 /// ReLU activations of a trained model, where 0.1-0.2% exceed 127): int8 quads on every path,
 /// which AVX2 / AVX-512 multiply with vpmaddubsw, exactly in that range, and add the excess of
@@ -89,13 +90,14 @@ std::int64_t count_wide(const std::uint8_t* x, std::int64_t n);
 /// Whether the current CPU path has a faster kernel for narrow inputs (AVX2 and AVX-512 without
 /// VNNI); elsewhere a narrow packing is the usual one.
 bool narrow_is_faster();
-/// Quads with the excess correction run faster than int16 pairs while at most 1 / ratio of the
-/// input bytes are above 127 (bench_int8 (a3) measures the crossing on AVX2): ~4% for a GEMM
+/// Quads with the excess correction run faster than the 8-bit kernel (int16 pairs, Winograd's
+/// form for a linear layer on AVX2) while at most 1 / ratio of the input bytes are above 127
+/// (bench_int8 (a3) measures the crossing on AVX2): ~4% for a GEMM
 /// (each byte read by one row), ~1% for a convolution (each byte read by kh kw windows, each
 /// one more entry of the excess lists).
 constexpr std::int64_t kQuadsPayGemm = 32, kQuadsPayConv = 100;
 /// Which packing the int8 layers take on the paths where quads are faster (narrow_is_faster):
-/// Auto by quads_pay; Always quads (plus the excess); Never int16 pairs. Process-wide, from
+/// Auto by quads_pay; Always quads (plus the excess); Never the 8-bit kernel. Process-wide, from
 /// QAT_INT8_QUADS=auto|always|never at first use (results are the same bits either way; for
 /// measurements and tests: bench_int8 (a3)).
 enum class QuadsPolicy { Auto, Always, Never };
