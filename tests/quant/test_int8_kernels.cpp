@@ -9,6 +9,7 @@
 #include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,12 +161,16 @@ BOOST_AUTO_TEST_CASE(linear_matches_reference_on_every_path) {
 // terms rho and gamma must cancel exactly: extreme operands (a in {0, 255}, w in {-128, 127},
 // zero points 0 and 255) in patterns over the positions of the groups of 4 k, K % 4 = 0..3,
 // one row at a time with an output stage that maps the exact sum to 100 (scale 1, bias 100 -
-// sum): any error in the int32 sum moves the output. Implicit GEMMs refuse the form.
+// sum): any error in the int32 sum moves the output. Implicit GEMMs refuse the form; packed
+// weights are 64-byte aligned.
 BOOST_AUTO_TEST_CASE(winograd_form_is_exact_at_the_extremes) {
   for_each_int8_isa([&](cpu::Isa isa) {
     const std::int8_t w1 = 1;
-    BOOST_TEST((int8::pack_weights(&w1, 1, 1).format ==
-                static_cast<int>(int8::kernels::PackFormat::Winograd)) == (isa == cpu::Isa::AVX2));
+    const int8::PackedWeights one = int8::pack_weights(&w1, 1, 1);
+    BOOST_TEST((one.format == static_cast<int>(int8::kernels::PackFormat::Winograd)) ==
+               (isa == cpu::Isa::AVX2));
+    // the kernels' weight loads stay within cache lines (AlignedVector)
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(one.data.data()) % 64 == 0u);
     const std::int64_t O = 19;
     for (const std::int64_t K : {1, 2, 3, 4, 7, 8, 13, 64})
       for (const std::int32_t zx : {0, 255})
