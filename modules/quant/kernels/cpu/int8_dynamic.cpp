@@ -82,7 +82,9 @@ HWY_INLINE Vec bcast(const std::int16_t* p) {
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0.3's AVX3_DL target string lacks avx512vnni (its CPU check requires it).
 #pragma GCC target("avx512vnni")
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpwssd_epi32(acc, a, b); }
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avx512vnni")
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpwssd_epi32(acc, a, b); }
 #else
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
@@ -144,10 +146,14 @@ HWY_INLINE void store_tile(const DynArgs& a, std::int64_t r, std::int64_t rows, 
 // vpdpwssd on ymm (one instruction for vpmaddwd + vpaddd, the same int32 sums).
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avxvnni")
 namespace avx_vnni {
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
 #include "modules/quant/kernels/cpu/int8_dynamic_tile-inl.h"  // IWYU pragma: keep
 }  // namespace avx_vnni
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET
 #pragma GCC pop_options
 #endif
 

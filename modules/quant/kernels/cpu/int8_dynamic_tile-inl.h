@@ -6,8 +6,8 @@
 // One tile of MR rows: rows [r, r + rows) (their int16 values in s, zeros up to MR) x NB blocks
 // from block b. Each row's sums are its own, so the bits do not depend on MR.
 template <int NB, std::int64_t MR>
-HWY_INLINE void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::int64_t b,
-                     const std::int16_t* __restrict s) {
+HWY_INLINE QAT_TILE_TARGET void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::int64_t b,
+                                     const std::int16_t* __restrict s) {
   constexpr std::int64_t W = NB * kBlock;
   alignas(64) std::int32_t acc_mem[MR * W];
   alignas(64) float sum[MR * W] = {};
@@ -53,7 +53,8 @@ HWY_INLINE void tile(const DynArgs& a, std::int64_t r, std::int64_t rows, std::i
 
 // The blocks of one tile height's rows: kNB blocks at a time, then one by one.
 template <std::int64_t MR>
-HWY_NOINLINE void tile_row(const DynArgs& a, std::int64_t r, std::int64_t rows, const std::int16_t* s) {
+HWY_NOINLINE QAT_TILE_TARGET void tile_row(const DynArgs& a, std::int64_t r, std::int64_t rows,
+                                           const std::int16_t* s) {
   const std::int64_t blocks = (a.O + kBlock - 1) / kBlock;
   std::int64_t b = 0;
   for (; b + kNB <= blocks; b += kNB) tile<kNB, MR>(a, r, rows, b, s);

@@ -176,8 +176,10 @@ HWY_INLINE Vec bcast(const std::uint8_t* p) {
 // Highway 1.0.3's AVX3_DL target string names avxvnni but not avx512vnni (its CPU check does
 // require AVX512-VNNI): enable it for the rest of this target's region.
 #pragma GCC target("avx512vnni")
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avx512vnni")
 // exact: u8 x s8 quads summed into int32 without intermediate saturation
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b); }
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpbusd_epi32(acc, a, b); }
 #else
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
@@ -350,11 +352,15 @@ bool WinogradImpl() { return false; }
 // by cpu::int8_avx_vnni() (the avx2_vnni path); the rest of the AVX2 target is unchanged.
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avxvnni")
 namespace avx_vnni {
 constexpr PackFormat kNative = PackFormat::Quads;
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
 #include "modules/quant/kernels/cpu/int8_tile-inl.h"  // IWYU pragma: keep
 }  // namespace avx_vnni
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET
 #pragma GCC pop_options
 #endif
 

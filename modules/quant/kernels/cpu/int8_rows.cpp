@@ -70,7 +70,9 @@ HWY_INLINE std::int32_t lanes_sum(Vec v) { return _mm512_reduce_add_epi32(v); }
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0.3's AVX3_DL target string lacks avx512vnni (its CPU check requires it).
 #pragma GCC target("avx512vnni")
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpwssd_epi32(acc, a, b); }
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avx512vnni")
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm512_dpwssd_epi32(acc, a, b); }
 #else
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 #endif
@@ -94,10 +96,14 @@ HWY_INLINE std::int64_t tile_rows(std::int64_t ra, std::int64_t left) {
 // AVX-VNNI (the avx2_vnni path): the same tiles, vpmaddwd + vpaddd as one vpdpwssd.
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET QAT_VNNI_TARGET("avxvnni")
 namespace avx_vnni {
-HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+HWY_INLINE QAT_TILE_TARGET Vec dot(Vec acc, Vec a, Vec b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
 #include "modules/quant/kernels/cpu/int8_rows_tile-inl.h"  // IWYU pragma: keep
 }  // namespace avx_vnni
+#undef QAT_TILE_TARGET
+#define QAT_TILE_TARGET
 #pragma GCC pop_options
 #endif
 

@@ -8,7 +8,8 @@
 // apart). The last vector of a row reads up to kStep - 1 bytes past it, times the zeros that pad
 // xs: the caller keeps them readable (the next rows, or a zero-padded copy of the last ones).
 template <int RA, int RW>
-HWY_NOINLINE void dot_tile(const RowsArgs& a, std::int64_t i0, const std::int8_t* w, std::int32_t* out) {
+HWY_NOINLINE QAT_TILE_TARGET void dot_tile(const RowsArgs& a, std::int64_t i0, const std::int8_t* w,
+                                           std::int32_t* out) {
   const std::int16_t* xs = a.xs + i0 * a.xs_ld;
   const std::int64_t K = a.K;
 #if QAT_INT8_X86

@@ -40,10 +40,11 @@ HWY_INLINE void store_tile(const GemmArgs& g, const Vec (&acc)[MR][NB * kVecs], 
 // the excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output
 // (GemmArgs::pool).
 template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
-HWY_INLINE void tile(const GemmArgs& g, const std::uint8_t* const* ap, const std::int64_t* poff,
-                     std::int64_t pieces, std::int64_t psteps, const std::int32_t* aoff, std::int64_t b,
-                     std::int64_t row, std::int64_t rows_valid, const Excess* const* ex,
-                     const std::int64_t* nex) {
+HWY_INLINE QAT_TILE_TARGET void tile(const GemmArgs& g, const std::uint8_t* const* ap,
+                                     const std::int64_t* poff, std::int64_t pieces, std::int64_t psteps,
+                                     const std::int32_t* aoff, std::int64_t b, std::int64_t row,
+                                     std::int64_t rows_valid, const Excess* const* ex,
+                                     const std::int64_t* nex) {
   constexpr int V = NB * kVecs;
   const Vec ones = ones16();
   Vec acc[MR][V];
@@ -134,7 +135,7 @@ struct TileRow {
 // holding the tiles of every height allocates their registers worse (AVX3: the broadcast of a
 // row reloaded for every block, 37% slower).
 template <std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
-HWY_NOINLINE void tile_row(const TileRow& t) {
+HWY_NOINLINE QAT_TILE_TARGET void tile_row(const TileRow& t) {
   for (std::int64_t b = t.b0; b < t.b1; b += kNB) {
     if (b + kNB <= t.b1)
       tile<kNB, MR, kNarrow, kExcess, kPool>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
