@@ -101,9 +101,11 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
                      kw = weight_.size(3);
   const std::int64_t G = params_.groups, Og = O / G;
   QAT_REQUIRE(Cg * G == C, type_name(), "input has ", C, " channels, the weight expects ", Cg * G);
-  const auto [sh, sw] = params_.stride;
-  const std::int64_t ph = params_.padding[0], pw = params_.padding[1];  // (lambdas below use them)
-  const auto [dh, dw] = params_.dilation;
+  // plain variables, not structured bindings: lambdas below use them (clang 14 cannot capture
+  // a binding)
+  const std::int64_t sh = params_.stride[0], sw = params_.stride[1];
+  const std::int64_t ph = params_.padding[0], pw = params_.padding[1];
+  const std::int64_t dh = params_.dilation[0], dw = params_.dilation[1];
   const std::int64_t Ho = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1,
                      Wo = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   QAT_REQUIRE(Ho > 0 && Wo > 0, type_name(), "input ", x.shape(), " is smaller than the kernel");
