@@ -289,20 +289,18 @@ HWY_INLINE void winograd_2x16(Vec (&acc)[2][2], const std::uint8_t* a0, const st
 }
 // clang-format on
 
-// MR = 2 rows (ap[i], rho[i]) times blocks [b0, b1): the accumulators start at acc0 - rho
-// (acc0 holds -zx rowsum(w) - gamma).
-HWY_NOINLINE void winograd_tile_row(const GemmArgs& g, const std::uint8_t* const* ap,
-                                    const std::int32_t* rho, std::int64_t b0, std::int64_t b1,
-                                    std::int64_t row, std::int64_t valid) {
-  for (std::int64_t b = b0; b < b1; ++b) {
-    Vec acc[2][2];
-    for (int v = 0; v < 2; ++v) {
-      const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
-      for (int i = 0; i < 2; ++i) acc[i][v] = _mm256_sub_epi32(init, set32(rho[i]));
-    }
-    winograd_2x16(acc, ap[0], ap[1], g.w + b * g.steps * kStepBytes, g.steps / 2);
-    store_tile<1, 2, false>(g, acc, b, row, valid);
+// 2 rows (ap[i], rho[i]) times block b: the accumulators start at acc0 - rho (acc0 holds
+// -zx rowsum(w) - gamma). Not inlined: one loop's registers for the assembly.
+HWY_NOINLINE void winograd_tile(const GemmArgs& g, const std::uint8_t* const* ap,
+                                const std::int32_t* rho, std::int64_t b, std::int64_t row,
+                                std::int64_t valid) {
+  Vec acc[2][2];
+  for (int v = 0; v < 2; ++v) {
+    const Vec init = load(g.acc0 + b * kBlock + v * kLanes);
+    for (int i = 0; i < 2; ++i) acc[i][v] = _mm256_sub_epi32(init, set32(rho[i]));
   }
+  winograd_2x16(acc, ap[0], ap[1], g.w + b * g.steps * kStepBytes, g.steps / 2);
+  store_tile<1, 2, false>(g, acc, b, row, valid);
 }
 #undef QAT_WG_LOAD
 #undef QAT_WG_ROW
@@ -329,7 +327,8 @@ void winograd_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
       rho[i] = winograd_rho(ap[i], g.steps / 2);  // (0 for a padding row)
     }
     // rows per pass over a weight block: the block (32 K bytes) and the pass's rows (2 K bytes
-    // each) within ~40 KiB of L1 (at 64 x 784 . 256: 24 rows at once 106 GMAC/s, 10 at once 130)
+    // each) within ~40 KiB of L1 (the tile loop alone at K = 784: 24 rows a pass 106 GMAC/s,
+    // 16 or fewer 128-133)
     const std::int64_t wbytes = 32 * 2 * g.steps, rbytes = 4 * g.steps;
     const std::int64_t most = wbytes + MR * rbytes <= (40 << 10)
                                   ? ((40 << 10) - wbytes) / rbytes / MR * MR
@@ -339,7 +338,7 @@ void winograd_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
     for (std::int64_t p = 0; p < rows; p += pass)
       for (std::int64_t b = b0; b < b1; ++b)
         for (std::int64_t t = p; t < rows && t < p + pass; t += MR)
-          winograd_tile_row(g, ap + t, rho + t, b, b + 1, r + t, rows - t < MR ? rows - t : MR);
+          winograd_tile(g, ap + t, rho + t, b, r + t, rows - t < MR ? rows - t : MR);
   }
 }
 #else
