@@ -415,32 +415,66 @@ std::uint8_t ref_out(float v, k8::OutQuant o) {
 }
 float ref_in(std::uint8_t q, k8::InQuant i) { return (static_cast<float>(q) - i.zero_point) * i.scale; }
 
+// Configurations: scales at random; scales whose sums fall on ties of the rounding (halves);
+// the full code range; an output scale so fine that |v inv| passes 2^22 (the kernels' magic-
+// number requantization does not hold there: the general one runs).
 BOOST_AUTO_TEST_CASE(int8_kernels_match_scalar_reference) {
-  const k8::InQuant ia{0.023f, 131}, ib{0.041f, 7};
-  const k8::OutQuant out{1.0f / 0.037f, 120, 3, 250};
-  for_each_isa([&](cpu::Isa) {
-    for (std::int64_t n : {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 65, 1001}) {
-      const Tensor a = codes(Shape{n}, {}, 0, 255, 50 + n), b = codes(Shape{n}, {}, 0, 255, 60 + n);
-      const auto* pa = a.data<std::uint8_t>();
-      const auto* pb = b.data<std::uint8_t>();
-      std::vector<std::uint8_t> y(n), want(n);
-      for (auto op : {k8::BinaryOp::Add, k8::BinaryOp::AddReLU, k8::BinaryOp::Mul})
-        for (std::int64_t sa : {0, 1})
-          for (std::int64_t sb : {0, 1}) {
-            BOOST_TEST_CONTEXT("n " << n << ", op " << int(op) << ", strides " << sa << " " << sb) {
-              k8::binary_u8(op, pa, sa, ia, pb, sb, ib, n, out, y.data());
-              for (std::int64_t i = 0; i < n; ++i) {
-                const float xa = ref_in(pa[i * sa], ia), xb = ref_in(pb[i * sb], ib);
-                float v = op == k8::BinaryOp::Mul ? xa * xb : xa + xb;
-                if (op == k8::BinaryOp::AddReLU) v = v > 0 ? v : 0;
-                want[i] = ref_out(v, out);
+  const struct {
+    k8::InQuant ia, ib;
+    k8::OutQuant out;
+  } configs[] = {
+      {{0.023f, 131}, {0.041f, 7}, {1.0f / 0.037f, 120, 3, 250}},
+      {{0.5f, 128}, {0.25f, 3}, {1.0f, 128, 0, 255}},
+      {{1.5f, 0}, {0.75f, 255}, {2.0f, 255, 0, 255}},
+      {{0.1f, 64}, {0.3f, 200}, {1.0f / 3e-6f, 17, 0, 255}},
+  };
+  for (const auto& [ia, ib, out] : configs)
+    for_each_isa([&](cpu::Isa) {
+      for (std::int64_t n : {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 65, 1001}) {
+        const Tensor a = codes(Shape{n}, {}, 0, 255, 50 + n), b = codes(Shape{n}, {}, 0, 255, 60 + n);
+        const auto* pa = a.data<std::uint8_t>();
+        const auto* pb = b.data<std::uint8_t>();
+        std::vector<std::uint8_t> y(n), want(n);
+        for (auto op : {k8::BinaryOp::Add, k8::BinaryOp::AddReLU, k8::BinaryOp::Mul})
+          for (std::int64_t sa : {0, 1})
+            for (std::int64_t sb : {0, 1}) {
+              BOOST_TEST_CONTEXT("n " << n << ", op " << int(op) << ", strides " << sa << " " << sb
+                                      << ", output inv " << out.inv) {
+                k8::binary_u8(op, pa, sa, ia, pb, sb, ib, n, out, y.data());
+                for (std::int64_t i = 0; i < n; ++i) {
+                  const float xa = ref_in(pa[i * sa], ia), xb = ref_in(pb[i * sb], ib);
+                  float v = op == k8::BinaryOp::Mul ? xa * xb : xa + xb;
+                  if (op == k8::BinaryOp::AddReLU) v = v > 0 ? v : 0;
+                  want[i] = ref_out(v, out);
+                }
+                BOOST_TEST(y == want, tt::per_element());
               }
-              BOOST_TEST(y == want, tt::per_element());
             }
-          }
-      k8::requantize_u8(pa, n, ia, out, y.data());
-      for (std::int64_t i = 0; i < n; ++i) want[i] = ref_out(ref_in(pa[i], ia), out);
-      BOOST_TEST(y == want, tt::per_element());
+        k8::requantize_u8(pa, n, ia, out, y.data());
+        for (std::int64_t i = 0; i < n; ++i) want[i] = ref_out(ref_in(pa[i], ia), out);
+        BOOST_TEST(y == want, tt::per_element());
+      }
+    });
+}
+
+// Every pair of codes once (65536 elements): v = x_a + x_b on a grid of quarters, times inv = 2
+// on halves, so that every second element falls on a tie of the rounding; each output code,
+// and clamping at both ends.
+BOOST_AUTO_TEST_CASE(int8_add_every_code_pair) {
+  std::vector<std::uint8_t> a(65536), b(65536), y(65536);
+  for (int i = 0; i < 65536; ++i)
+    a[i] = static_cast<std::uint8_t>(i >> 8), b[i] = static_cast<std::uint8_t>(i);
+  const k8::InQuant ia{0.5f, 128}, ib{0.25f, 3};
+  const k8::OutQuant out{2.0f, 64, 0, 255};
+  for_each_isa([&](cpu::Isa) {
+    for (auto op : {k8::BinaryOp::Add, k8::BinaryOp::Mul}) {
+      k8::binary_u8(op, a.data(), 1, ia, b.data(), 1, ib, 65536, out, y.data());
+      int bad = 0;
+      for (int i = 0; i < 65536; ++i) {
+        const float xa = ref_in(a[i], ia), xb = ref_in(b[i], ib);
+        bad += y[i] != ref_out(op == k8::BinaryOp::Mul ? xa * xb : xa + xb, out);
+      }
+      BOOST_TEST(bad == 0, "op " << int(op) << ": " << bad << " codes differ");
     }
   });
 }

@@ -9,6 +9,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/common-inl.h"
 #include "modules/quant/kernels/cpu/x86-inl.h"  // QAT_INT8_X86
@@ -227,6 +230,45 @@ HWY_INLINE void Requant(qk::VF v, const OutConsts& k, std::uint8_t* y) {
   hn::StoreU(hn::DemoteTo(qk::DU8(), hn::ConvertTo(qk::DI(), c)), qk::DU8(), y);
 }
 
+// The same codes in fewer instructions where |v inv| < 2^22 for every input (MagicFits): with
+// M = 1.5 * 2^23, fl(y + M) = M + round_half_even(y) for |y| < 2^22 (the ulp is 1 there and M
+// is even), so adding z and clamping stay exact in that domain, and the code is the low byte of
+// the float's bits (M's are 0x4B400000). No rounding, conversion or saturating demotion.
+constexpr float kMagic = 12582912.0f;
+struct MagicConsts {
+  qk::VF inv, m, z, lo, hi;  // lo, hi: + M
+};
+HWY_INLINE MagicConsts Magic(OutQuant q) {
+  const qk::DF df;
+  return {hn::Set(df, q.inv), hn::Set(df, kMagic), hn::Set(df, q.zero_point), hn::Set(df, q.lo + kMagic),
+          hn::Set(df, q.hi + kMagic)};
+}
+// The low byte of each lane (Highway 1.0.3's AVX3_DL TruncateTo to bytes permutes whole lanes
+// instead: vpmovdb here).
+HWY_INLINE hn::Vec<qk::DU8> LowBytes(hn::Vec<hn::RebindToUnsigned<qk::DF>> v) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return hn::Vec<qk::DU8>{_mm512_cvtepi32_epi8(v.raw)};
+#else
+  return hn::TruncateTo(qk::DU8(), v);
+#endif
+}
+HWY_INLINE void Requant(qk::VF v, const MagicConsts& k, std::uint8_t* y) {
+  const qk::VF t = hn::Add(hn::Add(hn::Mul(v, k.inv), k.m), k.z);
+  const qk::VF c = hn::Min(hn::Max(t, k.lo), k.hi);  // v is finite: no NaN to place
+  hn::StoreU(LowBytes(hn::BitCast(hn::RebindToUnsigned<qk::DF>(), c)), qk::DU8(), y);
+}
+
+// Whether every v = op(x_a, x_b) of the inputs' codes (0..255) has |v inv| < 2^22 with room
+// (x = (q - z) s; double bounds, a margin of 2 for the float roundings), and the output's
+// zero point and range are codes, so that the magic domain holds them.
+bool MagicFits(double max_v, OutQuant out) {
+  return max_v * static_cast<double>(out.inv) * 2 < 4194304.0 && out.zero_point >= 0 &&
+         out.zero_point <= 255 && out.lo >= 0 && out.hi <= 255 && out.lo <= out.hi;
+}
+double MaxAbs(InQuant q) {
+  return std::max(std::abs(0.0 - q.zero_point), std::abs(255.0 - q.zero_point)) * std::abs(q.scale);
+}
+
 template <BinaryOp kOp>
 HWY_INLINE qk::VF Apply(qk::VF a, qk::VF b) {
   if constexpr (kOp == BinaryOp::Mul) return hn::Mul(a, b);
@@ -239,13 +281,12 @@ HWY_INLINE qk::VF Apply(qk::VF a, qk::VF b) {
 }
 
 // Full vectors, then the tail through kNF-element buffers (as FakeQuant).
-template <BinaryOp kOp>
+template <BinaryOp kOp, class Out>
 void BinaryLoop(const std::uint8_t* __restrict a, std::int64_t sa, InQuant in_a,
                 const std::uint8_t* __restrict b, std::int64_t sb, InQuant in_b, std::int64_t n,
-                OutQuant out, std::uint8_t* __restrict y) {
+                const Out& ko, std::uint8_t* __restrict y) {
   constexpr std::int64_t N = qk::kNF;
   const InConsts ka = Consts(in_a), kb = Consts(in_b);
-  const OutConsts ko = Consts(out);
   const qk::VF ca = DequantOne(a[0], in_a), cb = DequantOne(b[0], in_b);  // when broadcast
   std::int64_t i = 0;
   if (sa != 0 && sb != 0) {
@@ -265,9 +306,9 @@ void BinaryLoop(const std::uint8_t* __restrict a, std::int64_t sa, InQuant in_a,
   std::memcpy(y + i, yb, n - i);
 }
 
-void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
-                std::int64_t sb, InQuant in_b, std::int64_t n, OutQuant out, std::uint8_t* y) {
-  if (n <= 0) return;
+template <class Out>
+void BinaryOps(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
+               std::int64_t sb, InQuant in_b, std::int64_t n, const Out& out, std::uint8_t* y) {
   switch (op) {
     case BinaryOp::Add:
       return BinaryLoop<BinaryOp::Add>(a, sa, in_a, b, sb, in_b, n, out, y);
@@ -278,11 +319,21 @@ void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_
   }
 }
 
-void RequantizeImpl(const std::uint8_t* __restrict x, std::int64_t n, InQuant in, OutQuant out,
+void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
+                std::int64_t sb, InQuant in_b, std::int64_t n, OutQuant out, std::uint8_t* y) {
+  if (n <= 0) return;
+  const double xa = MaxAbs(in_a), xb = MaxAbs(in_b);
+  if (MagicFits(op == BinaryOp::Mul ? xa * xb : xa + xb, out))
+    BinaryOps(op, a, sa, in_a, b, sb, in_b, n, Magic(out), y);
+  else
+    BinaryOps(op, a, sa, in_a, b, sb, in_b, n, Consts(out), y);
+}
+
+template <class Out>
+void RequantizeLoop(const std::uint8_t* __restrict x, std::int64_t n, InQuant in, const Out& ko,
                     std::uint8_t* __restrict y) {
   constexpr std::int64_t N = qk::kNF;
   const InConsts k = Consts(in);
-  const OutConsts ko = Consts(out);
   std::int64_t i = 0;
   for (; i + N <= n; i += N) Requant(Dequant(x + i, k), ko, y + i);
   if (N == 1 || i == n) return;
@@ -290,6 +341,13 @@ void RequantizeImpl(const std::uint8_t* __restrict x, std::int64_t n, InQuant in
   std::memcpy(xb, x + i, n - i);
   Requant(Dequant(xb, k), ko, yb);
   std::memcpy(y + i, yb, n - i);
+}
+
+void RequantizeImpl(const std::uint8_t* x, std::int64_t n, InQuant in, OutQuant out, std::uint8_t* y) {
+  if (MagicFits(MaxAbs(in), out))
+    RequantizeLoop(x, n, in, Magic(out), y);
+  else
+    RequantizeLoop(x, n, in, Consts(out), y);
 }
 
 }  // namespace qat::quant::int8::kernels::HWY_NAMESPACE

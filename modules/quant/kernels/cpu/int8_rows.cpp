@@ -78,7 +78,6 @@ HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_
 #endif
 #endif
 #else  // the portable path: plain loops (the compiler's vectors)
-constexpr std::int64_t kStep = 16;
 constexpr int kRowsW[5] = {0, 4, 4, 2, 2};
 #endif
 
