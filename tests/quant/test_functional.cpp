@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -453,6 +455,49 @@ BOOST_AUTO_TEST_CASE(int8_kernels_match_scalar_reference) {
         k8::requantize_u8(pa, n, ia, out, y.data());
         for (std::int64_t i = 0; i < n; ++i) want[i] = ref_out(ref_in(pa[i], ia), out);
         BOOST_TEST(y == want, tt::per_element());
+      }
+    });
+}
+
+// quantize_u8 (the int8 model's input) on every path against its formula, one element at a
+// time: ties of the rounding, signed zeros, NaN, infinities, huge values, values near 2^22 / inv
+// (where the kernel's magic-number rounding ends), odd lengths; and a zero point that is not an
+// integer (the kernel's general loop).
+BOOST_AUTO_TEST_CASE(int8_quantize_matches_formula) {
+  const struct {
+    float inv, zp, lo, hi;
+  } configs[] = {{1.0f / 0.05f, 128, 0, 255},
+                 {2.0f, 3, 5, 250},
+                 {1.0f, 300, 0, 255},
+                 {1e-3f, -7, 0, 255},
+                 {0.5f, 2.5f, 0, 255}};
+  std::vector<float> x;
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-300, 300);
+  for (int i = 0; i < 700; ++i) x.push_back(u(gen));
+  for (int k = -300; k <= 300; ++k) x.push_back(k + 0.5f), x.push_back(0.25f * k);
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  for (float v : {0.0f, -0.0f, -1e-30f, 1e-30f, nan, -nan, inf, -inf, 1e30f, -1e30f, 3e38f, -3e38f})
+    x.push_back(v);
+  for (const auto& c : configs) {
+    for (float e : {4194304.0f, 2097152.0f, 8388608.0f, 16777216.0f})
+      for (float d : {-1.5f, -0.5f, 0.0f, 0.5f, 1.5f})
+        x.push_back((e + d) / c.inv), x.push_back(-(e + d) / c.inv);
+  }
+  for (const auto& c : configs)
+    for_each_isa([&](cpu::Isa) {
+      for (std::size_t n : {x.size(), std::size_t{1}, std::size_t{7}, std::size_t{33}}) {
+        std::vector<std::uint8_t> q(n);
+        k8::quantize_u8(x.data(), static_cast<std::int64_t>(n), c.inv, c.zp, c.lo, c.hi, q.data());
+        int bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const float v = std::nearbyint(x[i] * c.inv) + c.zp;
+          const float k = v > c.lo ? v : c.lo;
+          bad += q[i] != static_cast<std::uint8_t>(static_cast<std::int32_t>(k < c.hi ? k : c.hi));
+        }
+        BOOST_TEST(bad == 0,
+                   "inv " << c.inv << " zp " << c.zp << " n " << n << ": " << bad << " codes differ");
       }
     });
 }

@@ -19,16 +19,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::int8::kernels::HWY_NAMESPACE {
 
-// q = clamp(nearbyint(x inv) + zp, lo, hi) (vectorised: vroundps in the current rounding mode)
-void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
-                  std::uint8_t* __restrict q) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = __builtin_nearbyintf(x[i] * inv) + zp;
-    const float c = v > lo ? v : lo;
-    q[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c < hi ? c : hi));
-  }
-}
-
 // dst[c ldd + r] = src[r lds + c]; x86: 16 x 16 blocks in SSE2 registers (four rounds of
 // t[2i] = lo(r[i], r[i + 8]), t[2i + 1] = hi(r[i], r[i + 8]) byte interleaves transpose them).
 void TransposeImpl(const std::uint8_t* __restrict src, std::int64_t rows, std::int64_t cols,
@@ -267,6 +257,33 @@ bool MagicFits(double max_v, OutQuant out) {
 }
 double MaxAbs(InQuant q) {
   return std::max(std::abs(0.0 - q.zero_point), std::abs(255.0 - q.zero_point)) * std::abs(q.scale);
+}
+
+// q = clamp(nearbyint(x inv) + zp, lo, hi): with lo, hi codes and zp an integer, in the magic-
+// number domain of Requant above: t = fl(x inv) + M is M + nearbyint(x inv)
+// where |x inv| < 2^22 and lies beyond the clamp's ends elsewhere, NaN goes to lo (GtOr), and
+// the code is t's low byte. Otherwise the plain loop (vroundps in the current rounding mode).
+void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
+                  std::uint8_t* __restrict q) {
+  constexpr float kM = 12582912.0f;  // 1.5 * 2^23
+  std::int64_t i = 0;
+  if (lo >= 0 && hi <= 255 && lo <= hi && lo == __builtin_nearbyintf(lo) &&
+      hi == __builtin_nearbyintf(hi) && zp == __builtin_nearbyintf(zp) && zp > -2097152.0f &&
+      zp < 2097152.0f) {
+    const qk::DF df;
+    const qk::VF vinv = hn::Set(df, inv), m = hn::Set(df, kM), z = hn::Set(df, zp);
+    const qk::VF vlo = hn::Set(df, lo + kM), vhi = hn::Set(df, hi + kM);
+    for (; i + qk::kNF <= n; i += qk::kNF) {
+      const qk::VF t = hn::Add(hn::Add(hn::Mul(hn::LoadU(df, x + i), vinv), m), z);
+      const qk::VF c = qk::LtOr(qk::GtOr(t, vlo), vhi);
+      hn::StoreU(LowBytes(hn::BitCast(hn::RebindToUnsigned<qk::DF>(), c)), qk::DU8(), q + i);
+    }
+  }
+  for (; i < n; ++i) {
+    const float v = __builtin_nearbyintf(x[i] * inv) + zp;
+    const float c = v > lo ? v : lo;
+    q[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c < hi ? c : hi));
+  }
 }
 
 template <BinaryOp kOp>
