@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "common/isa.h"
@@ -64,7 +65,12 @@ BOOST_AUTO_TEST_CASE(fake_quant_bits_match_reference) {
     float scale;
     std::int32_t zp;
     std::int64_t qmin, qmax;
-  } cases[] = {{0.25f, 0, -128, 127}, {0.1f, 3, 0, 255}, {0.0173f, -5, -8, 7}, {1e-3f, 0, -127, 127}};
+  } cases[] = {{0.25f, 0, -128, 127},
+               {0.1f, 3, 0, 255},
+               {0.0173f, -5, -8, 7},
+               {1e-3f, 0, -127, 127},
+               {0.5f, 7, -32768, 32767},             // 16 bits (the kernels' magic-number domain)
+               {0.01f, 1000, -(1 << 22), 1 << 22}};  // past 2^21: the kernels round
   for (const auto& c : cases)
     for (std::int64_t n : kMoreSizes)
       for (std::int64_t first : {0, 3, 8, 13}) {
@@ -91,6 +97,36 @@ BOOST_AUTO_TEST_CASE(fake_quant_bits_match_reference) {
           }
         });
       }
+}
+
+// Far outside the grid, where the kernels' magic-number rounding (fl(x inv + 1.5 2^23)) stops
+// being a rounding: x inv around +-2^21, 2^22, 2^23, 2^24, huge and tiny values; the same bits
+// as the reference on every path.
+BOOST_AUTO_TEST_CASE(fake_quant_far_outside_the_grid) {
+  for (const auto& [scale, zp, qmin, qmax] :
+       {std::tuple{0.05f, 3, std::int64_t{-128}, std::int64_t{127}},
+        std::tuple{0.5f, 128, std::int64_t{0}, std::int64_t{255}},
+        std::tuple{0.25f, -1000, std::int64_t{-32768}, std::int64_t{32767}}}) {
+    F x;
+    for (float e : {2097152.0f, 4194304.0f, 8388608.0f, 16777216.0f})
+      for (float d : {-2.5f, -1.5f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f, 2.5f})
+        for (float sign : {1.0f, -1.0f}) x.push_back(sign * (e + d) * scale);
+    for (float v : {1e30f, -1e30f, 3.4e38f, -3.4e38f, 1e-40f, -1e-40f, 1e-45f, -1e-45f}) x.push_back(v);
+    const std::int64_t n = static_cast<std::int64_t>(x.size());
+    F ref(n);
+    U8 mref(n);
+    quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, scale, zp, qmin, qmax);
+    for_each_isa([&](cpu::Isa) {
+      BOOST_TEST_CONTEXT("scale " << scale << " zero point " << zp) {
+        F y(n);
+        U8 bits((n + 7) / 8 + 1, kFill);
+        k::fake_quant(x.data(), y.data(), bits.data(), 0, n, scale, zp, qmin, qmax);
+        expect_bits(y, ref, "y");
+        bool kept = false;
+        BOOST_TEST(unpack(bits, 0, n, kept) == mref, boost::test_tools::per_element());
+      }
+    });
+  }
 }
 
 // Runs with their own scale / zero point in one call, the first starting inside a mask byte:

@@ -18,9 +18,12 @@ static_assert(std::endian::native == std::endian::little, "mask words are stored
 // q = round(x inv) + z;  c = clamp(q, lo, hi);  mask = [lo <= q <= hi] = [c == q];
 // y = (c - z) s. The clamp is Max(q, lo) then Min(., hi): q > lo ? q : lo, c < hi ? c : hi on
 // every target (see minmax.cpp Fold), so NaN maps to lo as in PyTorch, with mask 0.
+// kRound false: the magic-number domain (Consts), the same y and mask without the rounding.
+template <bool kRound>
 HWY_INLINE MF FqVec(const float* x, float* y, VF inv, VF s, VF z, VF lo, VF hi) {
   const DF df;
-  const VF q = hn::Add(RoundEven(hn::Mul(hn::LoadU(df, x), inv)), z);
+  const VF xi = hn::Mul(hn::LoadU(df, x), inv);
+  const VF q = hn::Add(kRound ? RoundEven(xi) : xi, z);
   const VF c = hn::Min(hn::Max(q, lo), hi);
   hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
   return hn::Eq(c, q);
@@ -62,57 +65,85 @@ HWY_INLINE void WriteBits(std::uint8_t* bits, std::int64_t p, std::uint64_t v, s
 
 struct FqConsts {
   VF inv, s, z, lo, hi;
+  bool round;  // false: z = M, lo and hi + M - zp (Consts)
 };
 
 // 64 elements (64 / kNF vectors); their mask bits, element j at bit j.
+template <bool kRound>
 HWY_INLINE std::uint64_t Fq64(const float* x, float* y, const FqConsts& k) {
   std::uint64_t m = 0;
   for (std::int64_t j = 0; j < 64; j += kNF)
-    m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+    m |= MaskBits(FqVec<kRound>(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
   return m;
 }
 
 // count <= 64 elements: whole vectors, then the last partial one through a buffer (the same
 // vector code); mask bits written from p (bits null: none).
+template <bool kRound>
 HWY_INLINE void FqPartial(const float* x, float* y, std::uint8_t* bits, std::int64_t p,
                           std::int64_t count, const FqConsts& k) {
   std::uint64_t m = 0;
   std::int64_t j = 0;
   for (; j + kNF <= count; j += kNF)
-    m |= MaskBits(FqVec(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+    m |= MaskBits(FqVec<kRound>(x + j, y + j, k.inv, k.s, k.z, k.lo, k.hi)) << j;
   if (j < count) {
     float xb[kNF] = {}, yb[kNF];
     std::memcpy(xb, x + j, (count - j) * sizeof(float));
-    m |= MaskBits(FqVec(xb, yb, k.inv, k.s, k.z, k.lo, k.hi)) << j;
+    m |= MaskBits(FqVec<kRound>(xb, yb, k.inv, k.s, k.z, k.lo, k.hi)) << j;
     std::memcpy(y + j, yb, (count - j) * sizeof(float));
   }
   if (bits != nullptr) WriteBits(bits, p, m, count);
 }
 
+// The magic-number domain where |qmin|, |qmax|, |zp| < 2^21 (every grid up to 21 bits):
+// with M = 1.5 * 2^23, fl(x inv + M) = M + round_half_even(x inv) wherever |x inv| < 2^22 (the
+// float's ulp is 1 there, M is even), and lies past the clamp's ends elsewhere; so z = M and the
+// bounds lo, hi + M - zp give FqVec the same c - z (exact integers; +0 where PyTorch's is),
+// y and mask, with an add in place of the rounding.
 HWY_INLINE FqConsts Consts(float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
+  constexpr std::int64_t kLimit = std::int64_t{1} << 21;
+  constexpr float kM = 12582912.0f;
   const DF df;
   FqConsts k;
-  k.inv = hn::Set(df, 1.0f / scale), k.s = hn::Set(df, scale), k.z = hn::Set(df, static_cast<float>(zp));
-  k.lo = hn::Set(df, static_cast<float>(qmin)), k.hi = hn::Set(df, static_cast<float>(qmax));
+  k.inv = hn::Set(df, 1.0f / scale), k.s = hn::Set(df, scale);
+  const auto small = [](std::int64_t v) { return v > -kLimit && v < kLimit; };
+  k.round = !(small(qmin) && small(qmax) && small(zp));
+  if (k.round) {
+    k.z = hn::Set(df, static_cast<float>(zp));
+    k.lo = hn::Set(df, static_cast<float>(qmin)), k.hi = hn::Set(df, static_cast<float>(qmax));
+  } else {
+    k.z = hn::Set(df, kM);
+    k.lo = hn::Set(df, kM + static_cast<float>(qmin - zp)),
+    k.hi = hn::Set(df, kM + static_cast<float>(qmax - zp));
+  }
   return k;
 }
 
-HWY_INLINE void FqRun(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
-                      const FqConsts& k) {
+template <bool kRound>
+HWY_INLINE void FqRunWith(const float* x, float* y, std::uint8_t* bits, std::int64_t first,
+                          std::int64_t n, const FqConsts& k) {
   if (bits == nullptr) {
     std::int64_t i = 0;
-    for (; i + kNF <= n; i += kNF) FqVec(x + i, y + i, k.inv, k.s, k.z, k.lo, k.hi);
-    if (i < n) FqPartial(x + i, y + i, nullptr, 0, n - i, k);
+    for (; i + kNF <= n; i += kNF) FqVec<kRound>(x + i, y + i, k.inv, k.s, k.z, k.lo, k.hi);
+    if (i < n) FqPartial<kRound>(x + i, y + i, nullptr, 0, n - i, k);
     return;
   }
   // a head up to the next whole byte of the mask, then 64 elements (8 bytes) at a time
   std::int64_t i = std::min(n, (8 - (first & 7)) & 7);
-  if (i > 0) FqPartial(x, y, bits, first, i, k);
+  if (i > 0) FqPartial<kRound>(x, y, bits, first, i, k);
   for (; i + 64 <= n; i += 64) {
-    const std::uint64_t m = Fq64(x + i, y + i, k);
+    const std::uint64_t m = Fq64<kRound>(x + i, y + i, k);
     std::memcpy(bits + (first + i) / 8, &m, sizeof m);
   }
-  if (i < n) FqPartial(x + i, y + i, bits, first + i, n - i, k);
+  if (i < n) FqPartial<kRound>(x + i, y + i, bits, first + i, n - i, k);
+}
+
+HWY_INLINE void FqRun(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
+                      const FqConsts& k) {
+  if (k.round)
+    FqRunWith<true>(x, y, bits, first, n, k);
+  else
+    FqRunWith<false>(x, y, bits, first, n, k);
 }
 
 void FakeQuant(const float* x, float* y, std::uint8_t* bits, std::int64_t first, std::int64_t n,
@@ -146,13 +177,14 @@ void FakeQuantRows(const float* x, float* y, std::uint8_t* bits, std::int64_t ro
       std::uint64_t m = 0;
       for (std::int64_t c = c0; c < c1; c += kNF) {
         if (c + kNF <= full || kNF == 1) {
-          m |= MaskBits(FqVec(xr + c, yr + c, hn::LoadU(df, inv + c), hn::LoadU(df, scale + c),
-                              hn::LoadU(df, zp + c), lo, hi))
+          m |= MaskBits(FqVec<true>(xr + c, yr + c, hn::LoadU(df, inv + c), hn::LoadU(df, scale + c),
+                                    hn::LoadU(df, zp + c), lo, hi))
                << (c - c0);
           continue;
         }
         std::memcpy(xb, xr + c, (cols - c) * sizeof(float));
-        m |= MaskBits(FqVec(xb, yb, hn::LoadU(df, ib), hn::LoadU(df, sb), hn::LoadU(df, zb), lo, hi))
+        m |= MaskBits(
+                 FqVec<true>(xb, yb, hn::LoadU(df, ib), hn::LoadU(df, sb), hn::LoadU(df, zb), lo, hi))
              << (c - c0);
         std::memcpy(yr + c, yb, (cols - c) * sizeof(float));
       }
