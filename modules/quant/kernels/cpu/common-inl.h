@@ -48,6 +48,11 @@ HWY_INLINE VF RoundEven(VF v) {
 #endif
 }
 
+/// M = 1.5 * 2^23, the magic number of rounding by addition: fl(y + M) = M + round_half_even(y)
+/// for |y| < 2^22 (the float's ulp is 1 there, and M is even), in the current rounding mode.
+/// Integers added to that stay exact, and a code in [0, 255] is the float's low byte.
+constexpr float kMagic = 12582912.0f;
+
 /// a * b + c rounded once (EMU128's / SCALAR's MulAdd round twice).
 HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #if HWY_TARGET == HWY_SCALAR

@@ -95,14 +95,13 @@ HWY_INLINE void FqPartial(const float* x, float* y, std::uint8_t* bits, std::int
   if (bits != nullptr) WriteBits(bits, p, m, count);
 }
 
-// The magic-number domain where |qmin|, |qmax|, |zp| < 2^21 (every grid up to 21 bits):
-// with M = 1.5 * 2^23, fl(x inv + M) = M + round_half_even(x inv) wherever |x inv| < 2^22 (the
-// float's ulp is 1 there, M is even), and lies past the clamp's ends elsewhere; so z = M and the
-// bounds lo, hi + M - zp give FqVec the same c - z (exact integers; +0 where PyTorch's is),
-// y and mask, with an add in place of the rounding.
+// The magic-number domain (common-inl.h kMagic = M) where |qmin|, |qmax|, |zp| < 2^21 (every
+// grid up to 21 bits): fl(x inv + M) = M + round_half_even(x inv) wherever |x inv| < 2^22, and
+// lies past the clamp's ends elsewhere; so z = M and the bounds lo, hi + M - zp give FqVec the
+// same c - z (exact integers; +0 where PyTorch's is), y and mask, with an add in place of the
+// rounding.
 HWY_INLINE FqConsts Consts(float scale, std::int32_t zp, std::int64_t qmin, std::int64_t qmax) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 21;
-  constexpr float kM = 12582912.0f;
   const DF df;
   FqConsts k;
   k.inv = hn::Set(df, 1.0f / scale), k.s = hn::Set(df, scale);
@@ -110,11 +109,12 @@ HWY_INLINE FqConsts Consts(float scale, std::int32_t zp, std::int64_t qmin, std:
   k.round = !(small(qmin) && small(qmax) && small(zp));
   if (k.round) {
     k.z = hn::Set(df, static_cast<float>(zp));
-    k.lo = hn::Set(df, static_cast<float>(qmin)), k.hi = hn::Set(df, static_cast<float>(qmax));
+    k.lo = hn::Set(df, static_cast<float>(qmin));
+    k.hi = hn::Set(df, static_cast<float>(qmax));
   } else {
-    k.z = hn::Set(df, kM);
-    k.lo = hn::Set(df, kM + static_cast<float>(qmin - zp)),
-    k.hi = hn::Set(df, kM + static_cast<float>(qmax - zp));
+    k.z = hn::Set(df, kMagic);
+    k.lo = hn::Set(df, kMagic + static_cast<float>(qmin - zp));
+    k.hi = hn::Set(df, kMagic + static_cast<float>(qmax - zp));
   }
   return k;
 }

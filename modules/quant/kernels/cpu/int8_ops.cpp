@@ -220,11 +220,11 @@ HWY_INLINE void Requant(qk::VF v, const OutConsts& k, std::uint8_t* y) {
   hn::StoreU(hn::DemoteTo(qk::DU8(), hn::ConvertTo(qk::DI(), c)), qk::DU8(), y);
 }
 
-// The same codes in fewer instructions where |v inv| < 2^22 for every input (MagicFits): with
-// M = 1.5 * 2^23, fl(y + M) = M + round_half_even(y) for |y| < 2^22 (the ulp is 1 there and M
-// is even), so adding z and clamping stay exact in that domain, and the code is the low byte of
-// the float's bits (M's are 0x4B400000). No rounding, conversion or saturating demotion.
-constexpr float kMagic = 12582912.0f;
+// The same codes in fewer instructions where |v inv| < 2^22 for every input (MagicFits): in
+// the magic-number domain (common-inl.h qk::kMagic = M) adding z and clamping stay exact, and
+// the code is the low byte of the float's bits (M's are 0x4B400000). No rounding, conversion
+// or saturating demotion.
+using qk::kMagic;
 struct MagicConsts {
   qk::VF inv, m, z, lo, hi;  // lo, hi: + M
 };
@@ -265,14 +265,13 @@ double MaxAbs(InQuant q) {
 // the code is t's low byte. Otherwise the plain loop (vroundps in the current rounding mode).
 void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
                   std::uint8_t* __restrict q) {
-  constexpr float kM = 12582912.0f;  // 1.5 * 2^23
   std::int64_t i = 0;
   if (lo >= 0 && hi <= 255 && lo <= hi && lo == __builtin_nearbyintf(lo) &&
       hi == __builtin_nearbyintf(hi) && zp == __builtin_nearbyintf(zp) && zp > -2097152.0f &&
       zp < 2097152.0f) {
     const qk::DF df;
-    const qk::VF vinv = hn::Set(df, inv), m = hn::Set(df, kM), z = hn::Set(df, zp);
-    const qk::VF vlo = hn::Set(df, lo + kM), vhi = hn::Set(df, hi + kM);
+    const qk::VF vinv = hn::Set(df, inv), m = hn::Set(df, kMagic), z = hn::Set(df, zp);
+    const qk::VF vlo = hn::Set(df, lo + kMagic), vhi = hn::Set(df, hi + kMagic);
     for (; i + qk::kNF <= n; i += qk::kNF) {
       const qk::VF t = hn::Add(hn::Add(hn::Mul(hn::LoadU(df, x + i), vinv), m), z);
       const qk::VF c = qk::LtOr(qk::GtOr(t, vlo), vhi);
