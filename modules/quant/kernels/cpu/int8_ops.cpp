@@ -242,9 +242,11 @@ HWY_INLINE hn::Vec<qk::DU8> LowBytes(hn::Vec<hn::RebindToUnsigned<qk::DF>> v) {
   return hn::TruncateTo(qk::DU8(), v);
 #endif
 }
+// t = fl(v inv) + M is M + round_half_even(v inv) where |v inv| < 2^22 and lies past the
+// clamp's ends elsewhere (for zero points and bounds below 2^21); NaN clamps to lo (GtOr).
 HWY_INLINE void Requant(qk::VF v, const MagicConsts& k, std::uint8_t* y) {
   const qk::VF t = hn::Add(hn::Add(hn::Mul(v, k.inv), k.m), k.z);
-  const qk::VF c = hn::Min(hn::Max(t, k.lo), k.hi);  // v is finite: no NaN to place
+  const qk::VF c = qk::LtOr(qk::GtOr(t, k.lo), k.hi);
   hn::StoreU(LowBytes(hn::BitCast(hn::RebindToUnsigned<qk::DF>(), c)), qk::DU8(), y);
 }
 
@@ -259,24 +261,17 @@ double MaxAbs(InQuant q) {
   return std::max(std::abs(0.0 - q.zero_point), std::abs(255.0 - q.zero_point)) * std::abs(q.scale);
 }
 
-// q = clamp(nearbyint(x inv) + zp, lo, hi): with lo, hi codes and zp an integer, in the magic-
-// number domain of Requant above: t = fl(x inv) + M is M + nearbyint(x inv)
-// where |x inv| < 2^22 and lies beyond the clamp's ends elsewhere, NaN goes to lo (GtOr), and
-// the code is t's low byte. Otherwise the plain loop (vroundps in the current rounding mode).
+// q = clamp(nearbyint(x inv) + zp, lo, hi): with lo, hi codes and zp an integer below 2^21,
+// Requant's magic-number domain on x itself (x may be anything: huge values lie past the
+// clamp, NaN goes to lo); else the plain loop (vroundps in the current rounding mode).
 void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
                   std::uint8_t* __restrict q) {
   std::int64_t i = 0;
   if (lo >= 0 && hi <= 255 && lo <= hi && lo == __builtin_nearbyintf(lo) &&
       hi == __builtin_nearbyintf(hi) && zp == __builtin_nearbyintf(zp) && zp > -2097152.0f &&
       zp < 2097152.0f) {
-    const qk::DF df;
-    const qk::VF vinv = hn::Set(df, inv), m = hn::Set(df, kMagic), z = hn::Set(df, zp);
-    const qk::VF vlo = hn::Set(df, lo + kMagic), vhi = hn::Set(df, hi + kMagic);
-    for (; i + qk::kNF <= n; i += qk::kNF) {
-      const qk::VF t = hn::Add(hn::Add(hn::Mul(hn::LoadU(df, x + i), vinv), m), z);
-      const qk::VF c = qk::LtOr(qk::GtOr(t, vlo), vhi);
-      hn::StoreU(LowBytes(hn::BitCast(hn::RebindToUnsigned<qk::DF>(), c)), qk::DU8(), q + i);
-    }
+    const MagicConsts k = Magic(OutQuant{inv, zp, lo, hi});
+    for (; i + qk::kNF <= n; i += qk::kNF) Requant(hn::LoadU(qk::DF(), x + i), k, q + i);
   }
   for (; i < n; ++i) {
     const float v = __builtin_nearbyintf(x[i] * inv) + zp;
