@@ -237,11 +237,18 @@ BOOST_AUTO_TEST_CASE(lsq_runs_of_one_element_match_the_kernel) {
   expect_bits(x.grad().to_vector<float>(), dx_ref, "dx");
 }
 
+// The kernel skips the clamp of q where round(c / s) cannot leave [qmin, qmax] (the symmetric
+// grids); the last two grids keep it (their qmin lies above round(lo_x / s)).
 BOOST_AUTO_TEST_CASE(amax_matches_reference) {
-  for (bool is_signed : {true, false})
+  const struct {
+    bool is_signed;
+    std::int64_t qmin, qmax;
+    float amax;
+  } cases[] = {{true, -127, 127, 2.5f}, {false, 0, 255, 2.5f},    {true, -128, 127, 0.3737f},
+               {true, -8, 7, 1.0e-3f},  {false, 0, 15, 77.7f},    {true, -32768, 32767, 3.1f},
+               {true, -100, 127, 2.5f}, {false, 10, 255, 0.3737f}};
+  for (const auto& [is_signed, qmin, qmax, amax] : cases)
     for (std::int64_t n : kSizes) {
-      const std::int64_t qmin = is_signed ? -127 : 0, qmax = is_signed ? 127 : 255;
-      const float amax = 2.5f;
       const F x =
           data(n, amax / static_cast<float>(qmax), -static_cast<std::int64_t>(qmax), qmax, 3 + n);
       const F dy = data(n, 1.0f, -10, 10, 5 + n, false);
@@ -264,7 +271,8 @@ BOOST_AUTO_TEST_CASE(amax_matches_reference) {
       }
       const double da_ref = chunk128(terms);
       for_each_isa([&](cpu::Isa) {
-        BOOST_TEST_CONTEXT("signed " << is_signed << " n " << n) {
+        BOOST_TEST_CONTEXT("signed " << is_signed << " [" << qmin << ", " << qmax << "] amax " << amax
+                                     << " n " << n) {
           F y(n), dx(n);
           U8 m(n);
           k::amax_forward(x.data(), y.data(), m.data(), n, amax, is_signed, qmin, qmax);
