@@ -53,6 +53,23 @@ HWY_INLINE VF RoundEven(VF v) {
 /// Integers added to that stay exact, and a code in [0, 255] is the float's low byte.
 constexpr float kMagic = 12582912.0f;
 
+/// The element grid of a float format (FP8, MX elements, NVFP4's E2M1) with m mantissa bits,
+/// smallest normal exponent emin and largest value max: RoundToGrid(a) is a = |v| rounded to it,
+/// ties to even, saturated at max. With E = max(exponent field of a, emin + 127), in place in the
+/// float's bits, values there are spaced 2^(e - m): up = 2^(m - e) has exponent field
+/// 254 + m - E and down = 2^(e - m) has E - m (NaN / inf: E = 255, both still normal), and
+/// r = round(a up) down, exact. min(max, r) saturates (+inf too) and keeps NaN (LtOr below).
+struct GridConsts {
+  VF max;
+  VI emin_bits, up_bits, down_bits;
+};
+HWY_INLINE GridConsts MakeGrid(int mantissa_bits, int min_exponent, float max) {
+  const DI di;
+  return {hn::Set(DF(), max), hn::Set(di, (min_exponent + 127) << 23),
+          hn::Set(di, (254 + mantissa_bits) << 23), hn::Set(di, mantissa_bits << 23)};
+}
+HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c);
+
 /// a * b + c rounded once (EMU128's / SCALAR's MulAdd round twice).
 HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #if HWY_TARGET == HWY_SCALAR
@@ -76,6 +93,14 @@ HWY_INLINE VF GtOr(VF a, VF b) { return hn::IfThenElse(hn::Gt(a, b), a, b); }
 HWY_INLINE VF LtOr(VF a, VF b) { return hn::IfThenElse(hn::Lt(a, b), a, b); }
 #endif
 
+HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c) {
+  const DF df;
+  const DI di;
+  const VI e = hn::Max(hn::And(hn::BitCast(di, a), hn::Set(di, 0x7f800000)), c.emin_bits);
+  const VF up = hn::BitCast(df, hn::Sub(c.up_bits, e)), down = hn::BitCast(df, hn::Sub(e, c.down_bits));
+  return LtOr(c.max, hn::Mul(RoundEven(hn::Mul(a, up)), down));
+}
+
 /// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
 HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
 
@@ -84,6 +109,25 @@ HWY_INLINE void StoreMaskBytes(MF m, std::uint8_t* p) {
   const DI di;
   const DU8 du8;
   hn::StoreU(hn::DemoteTo(du8, hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1))), du8, p);
+}
+/// Four vectors of int32 lanes 0 .. 127 as 4 kNF bytes, in one store on x86 (two packs within
+/// 128-bit blocks, then the 4-byte groups back in order): a byte store per vector made the
+/// stores the bottleneck of kernels that write a float and a mask byte per element.
+HWY_INLINE void StoreBytes4(const VI (&b)[4], std::uint8_t* p) {
+#if HWY_TARGET == HWY_AVX2
+  const __m256i v =
+      _mm256_packs_epi16(_mm256_packs_epi32(b[0].raw, b[1].raw), _mm256_packs_epi32(b[2].raw, b[3].raw));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                      _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // block L of v holds elements 4L .. 4L + 3 of b[0], b[1], b[2], b[3]
+  const __m512i v =
+      _mm512_packs_epi16(_mm512_packs_epi32(b[0].raw, b[1].raw), _mm512_packs_epi32(b[2].raw, b[3].raw));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_si512(p, _mm512_permutexvar_epi32(order, v));
+#else
+  for (int j = 0; j < 4; ++j) hn::StoreU(hn::DemoteTo(DU8(), b[j]), DU8(), p + j * kNF);
+#endif
 }
 /// kNF mask bytes as int32 lanes.
 HWY_INLINE VI LoadBytes(const std::uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }

@@ -301,12 +301,10 @@ HWY_INLINE void AmaxStep(const float* x, float* y, std::uint8_t* m, const AmaxCo
   hn::StoreU(AmaxY<kClampQ>(c, k), df, y);
 }
 
-// Four vectors, their mask bytes in one store on x86 (two packs within 128-bit blocks, then
-// the 4-byte groups back in order), where a store per vector made the stores the bottleneck
-// (forward on 2^20 floats: AVX2 167 -> 134 us, AVX-512 97 -> 90 us).
+// Four vectors, their mask bytes in one store (common-inl.h StoreBytes4; forward on 2^20
+// floats: AVX2 167 -> 134 us, AVX-512 97 -> 90 us).
 template <bool kClampQ>
 HWY_INLINE void AmaxStep4(const float* x, float* y, std::uint8_t* m, const AmaxConsts& k) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   const DF df;
   VI b[4];
   for (int j = 0; j < 4; ++j) {
@@ -314,20 +312,7 @@ HWY_INLINE void AmaxStep4(const float* x, float* y, std::uint8_t* m, const AmaxC
     b[j] = AmaxBits(v, c, k);
     hn::StoreU(AmaxY<kClampQ>(c, k), df, y + j * kNF);
   }
-#if HWY_TARGET == HWY_AVX2
-  const __m256i p =
-      _mm256_packs_epi16(_mm256_packs_epi32(b[0].raw, b[1].raw), _mm256_packs_epi32(b[2].raw, b[3].raw));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(m),
-                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-#else  // block L of p holds elements 4L .. 4L + 3 of b[0], b[1], b[2], b[3]
-  const __m512i p =
-      _mm512_packs_epi16(_mm512_packs_epi32(b[0].raw, b[1].raw), _mm512_packs_epi32(b[2].raw, b[3].raw));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  _mm512_storeu_si512(m, _mm512_permutexvar_epi32(order, p));
-#endif
-#else
-  for (int j = 0; j < 4; ++j) AmaxStep<kClampQ>(x + j * kNF, y + j * kNF, m + j * kNF, k);
-#endif
+  StoreBytes4(b, m);
 }
 
 template <bool kClampQ>

@@ -1,6 +1,5 @@
-// FP8 fake quantization (kernels.h fp8_fake_quant). The binade exponent e = max(floor(log2 |v|),
-// emin) comes from the bit pattern; values there are spaced 2^(e - m), so with up = 2^(m - e),
-// down = 2^(e - m) (exact powers of two): r = round_half_even(|v| up) down.
+// FP8 fake quantization (kernels.h fp8_fake_quant): v = x / s rounded to the format's grid
+// (common-inl.h RoundToGrid), mask = [|v| <= max].
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/fp8.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -13,44 +12,33 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
-struct Fp8Consts {
-  VF s, max;
-  VI mbits, emin;
-};
-
-// v = x / s; mask = [|v| <= max]; y = copysign(min(r, max), v) s, NaN kept
-HWY_INLINE void Fp8Step(const float* x, float* y, std::uint8_t* m, const Fp8Consts& c) {
+// v = x / s; mask = [|v| <= max]; y = copysign(min(r, max), v) s, NaN kept. Returns the mask
+// as int32 lanes 0 / 1.
+HWY_INLINE VI Fp8Step(const float* x, float* y, VF s, const GridConsts& c) {
   const DF df;
   const DI di;
-  const VF v = hn::Div(hn::LoadU(df, x), c.s), a = hn::Abs(v);
-  StoreMaskBytes(hn::Le(a, c.max), m);
-  const VI bias = hn::Set(di, 127);
-  const VI e = hn::Max(hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, a)), bias), c.emin);
-  const VI k = hn::Sub(c.mbits, e);
-  const VF up = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(bias, k)));
-  const VF down = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(bias, k)));
-  VF r = hn::Mul(RoundEven(hn::Mul(a, up)), down);
-  r = hn::IfThenElse(hn::Lt(r, c.max), r, c.max);  // saturate (also +inf)
-  r = hn::IfThenElse(IsNan(a), a, r);              // NaN stays NaN
-  hn::StoreU(hn::Mul(hn::CopySign(r, v), c.s), df, y);
+  const VF v = hn::Div(hn::LoadU(df, x), s), a = hn::Abs(v);
+  hn::StoreU(hn::Mul(hn::CopySignToAbs(RoundToGrid(a, c), v), s), df, y);
+  return hn::And(hn::VecFromMask(di, hn::RebindMask(di, hn::Le(a, c.max))), hn::Set(di, 1));
 }
 
 void Fp8FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
                   int mantissa_bits, int min_exponent, float max) {
-  const DF df;
-  const DI di;
-  Fp8Consts c;
-  c.s = hn::Set(df, scale);
-  c.max = hn::Set(df, max);
-  c.mbits = hn::Set(di, mantissa_bits);
-  c.emin = hn::Set(di, min_exponent);
+  const VF s = hn::Set(DF(), scale);
+  const GridConsts c = MakeGrid(mantissa_bits, min_exponent, max);
   std::int64_t i = 0;
-  for (; i + kNF <= n; i += kNF) Fp8Step(x + i, y + i, mask + i, c);
+  for (; i + 4 * kNF <= n; i += 4 * kNF) {  // the mask bytes of 4 vectors in one store
+    VI b[4];
+    for (int j = 0; j < 4; ++j) b[j] = Fp8Step(x + i + j * kNF, y + i + j * kNF, s, c);
+    StoreBytes4(b, mask + i);
+  }
+  for (; i + kNF <= n; i += kNF)
+    hn::StoreU(hn::DemoteTo(DU8(), Fp8Step(x + i, y + i, s, c)), DU8(), mask + i);
   if (kNF == 1 || i == n) return;
   float xb[kNF] = {}, yb[kNF];
   std::uint8_t mb[kNF];
   std::memcpy(xb, x + i, (n - i) * sizeof(float));
-  Fp8Step(xb, yb, mb, c);
+  hn::StoreU(hn::DemoteTo(DU8(), Fp8Step(xb, yb, s, c)), DU8(), mb);
   std::memcpy(y + i, yb, (n - i) * sizeof(float));
   std::memcpy(mask + i, mb, n - i);
 }

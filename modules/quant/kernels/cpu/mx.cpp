@@ -1,8 +1,7 @@
 // Microscaling fake quantization (kernels.h mx_fake_quant, nvfp4_fake_quant). Per block: the
 // block's amax in one vector pass (non-finite values flagged), its scale in scalar code exactly
-// as the reference (modules/quant/mx.cpp), then the elements rounded as in fp8.cpp: binade
-// exponent e = max(floor(log2 |v|), emin) from the bit pattern, r = round_half_even(|v| 2^(m-e))
-// 2^(e-m), saturated at max. The last block of a row may be shorter (zero padding).
+// as the reference (modules/quant/mx.cpp), then the elements rounded to their grid as in fp8.cpp
+// (common-inl.h RoundToGrid). The last block of a row may be shorter (zero padding).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/mx.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -18,28 +17,6 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
-
-struct ElemConsts {
-  VF max;
-  VI mbits, emin;
-};
-
-HWY_INLINE ElemConsts MakeElem(int mantissa_bits, int min_exponent, float max) {
-  return {hn::Set(DF(), max), hn::Set(DI(), mantissa_bits), hn::Set(DI(), min_exponent)};
-}
-
-// |v| rounded to the element grid, saturated at max (NaN-free input).
-HWY_INLINE VF RoundElem(VF a, const ElemConsts& c) {
-  const DF df;
-  const DI di;
-  const VI bias = hn::Set(di, 127);
-  const VI e = hn::Max(hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, a)), bias), c.emin);
-  const VI k = hn::Sub(c.mbits, e);
-  const VF up = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(bias, k)));
-  const VF down = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(bias, k)));
-  const VF r = hn::Mul(RoundEven(hn::Mul(a, up)), down);
-  return hn::IfThenElse(hn::Lt(r, c.max), r, c.max);
-}
 
 // max |x| over len <= block values; *bad when one is NaN or +-inf.
 HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
@@ -63,29 +40,38 @@ HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
 }
 
 // y = copysign(round(|v|), v) * out_scale with v = x * in_scale (MX) or x / in_scale (NVFP4);
-// mask = [|v| <= max].
+// returns mask = [|v| <= max] as int32 lanes 0 / 1.
 template <bool kDivide>
-HWY_INLINE void QuantStep(const float* x, float* y, std::uint8_t* m, VF in_scale, VF out_scale,
-                          const ElemConsts& c) {
+HWY_INLINE VI QuantStep(const float* x, float* y, VF in_scale, VF out_scale, const GridConsts& c) {
   const DF df;
+  const DI di;
   const VF xv = hn::LoadU(df, x);
   const VF v = kDivide ? hn::Div(xv, in_scale) : hn::Mul(xv, in_scale), a = hn::Abs(v);
-  StoreMaskBytes(hn::Le(a, c.max), m);
-  hn::StoreU(hn::Mul(hn::CopySign(RoundElem(a, c), v), out_scale), df, y);
+  hn::StoreU(hn::Mul(hn::CopySignToAbs(RoundToGrid(a, c), v), out_scale), df, y);
+  return hn::And(hn::VecFromMask(di, hn::RebindMask(di, hn::Le(a, c.max))), hn::Set(di, 1));
 }
 
-template <bool kDivide>
+// kBatch: blocks of at least 4 vectors, whose mask bytes go 4 vectors to a store (StoreBytes4).
+template <bool kDivide, bool kBatch>
 HWY_INLINE void QuantRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, float in_scale,
-                         float out_scale, const ElemConsts& c) {
+                         float out_scale, const GridConsts& c) {
   const DF df;
+  const DU8 du8;
   const VF vin = hn::Set(df, in_scale), vout = hn::Set(df, out_scale);
   std::int64_t i = 0;
-  for (; i + kNF <= len; i += kNF) QuantStep<kDivide>(x + i, y + i, m + i, vin, vout, c);
+  for (; kBatch && i + 4 * kNF <= len; i += 4 * kNF) {
+    VI b[4];
+    for (int j = 0; j < 4; ++j)
+      b[j] = QuantStep<kDivide>(x + i + j * kNF, y + i + j * kNF, vin, vout, c);
+    StoreBytes4(b, m + i);
+  }
+  for (; i + kNF <= len; i += kNF)
+    hn::StoreU(hn::DemoteTo(du8, QuantStep<kDivide>(x + i, y + i, vin, vout, c)), du8, m + i);
   if (kNF == 1 || i == len) return;
   float xb[kNF] = {}, yb[kNF];
   std::uint8_t mb[kNF];
   std::memcpy(xb, x + i, (len - i) * sizeof(float));
-  QuantStep<kDivide>(xb, yb, mb, vin, vout, c);
+  hn::StoreU(hn::DemoteTo(du8, QuantStep<kDivide>(xb, yb, vin, vout, c)), du8, mb);
   std::memcpy(y + i, yb, (len - i) * sizeof(float));
   std::memcpy(m + i, mb, len - i);
 }
@@ -95,9 +81,9 @@ HWY_INLINE void FillNan(float* y, std::uint8_t* m, std::int64_t len) {
   std::fill(m, m + len, std::uint8_t{0});
 }
 
-void MxFakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
-                 int mantissa_bits, int min_exponent, float max, int emax) {
-  const ElemConsts c = MakeElem(mantissa_bits, min_exponent, max);
+template <bool kBatch>
+void MxBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+              const GridConsts& c, int emax) {
   for (std::int64_t b0 = 0; b0 < n; b0 += block) {
     const std::int64_t len = std::min(block, n - b0);
     bool bad = false;
@@ -107,14 +93,24 @@ void MxFakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, s
       continue;
     }
     const int shared = mx_shared_exponent(amax, emax);
-    QuantRun<false>(x + b0, y + b0, mask + b0, len, std::ldexp(1.0f, -shared), std::ldexp(1.0f, shared),
-                    c);
+    QuantRun<false, kBatch>(x + b0, y + b0, mask + b0, len, pow2f(-shared), pow2f(shared), c);
   }
 }
 
-void Nvfp4FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
-                    float per_tensor_scale) {
-  const ElemConsts c = MakeElem(1, 0, 6.0f);
+void MxFakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+                 int mantissa_bits, int min_exponent, float max, int emax) {
+  const GridConsts c = MakeGrid(mantissa_bits, min_exponent, max);
+  if (block >= 4 * kNF)
+    MxBlocks<true>(x, y, mask, n, block, c, emax);
+  else
+    MxBlocks<false>(x, y, mask, n, block, c, emax);
+}
+
+template <bool kBatch>
+void Nvfp4Blocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+                 float per_tensor_scale) {
+  const GridConsts c = MakeGrid(1, 0, 6.0f);
+  const ElementFormat e4m3 = element_format(Format::FP8_E4M3);
   for (std::int64_t b0 = 0; b0 < n; b0 += block) {
     const std::int64_t len = std::min(block, n - b0);
     bool bad = false;
@@ -123,9 +119,17 @@ void Nvfp4FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n
       FillNan(y + b0, mask + b0, len);
       continue;
     }
-    const float total = nvfp4_block_scale(amax, per_tensor_scale);
-    QuantRun<true>(x + b0, y + b0, mask + b0, len, total, total, c);
+    const float total = nvfp4_block_scale(amax, per_tensor_scale, e4m3);
+    QuantRun<true, kBatch>(x + b0, y + b0, mask + b0, len, total, total, c);
   }
+}
+
+void Nvfp4FakeQuant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std::int64_t block,
+                    float per_tensor_scale) {
+  if (block >= 4 * kNF)
+    Nvfp4Blocks<true>(x, y, mask, n, block, per_tensor_scale);
+  else
+    Nvfp4Blocks<false>(x, y, mask, n, block, per_tensor_scale);
 }
 
 }  // namespace qat::quant::kernels::HWY_NAMESPACE
