@@ -104,12 +104,6 @@ HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c) {
 /// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
 HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
 
-/// Stores mask m as bytes 0 / 1.
-HWY_INLINE void StoreMaskBytes(MF m, std::uint8_t* p) {
-  const DI di;
-  const DU8 du8;
-  hn::StoreU(hn::DemoteTo(du8, hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1))), du8, p);
-}
 /// Four vectors of int32 lanes 0 .. 127 as 4 kNF bytes, in one store on x86 (two packs within
 /// 128-bit blocks, then the 4-byte groups back in order): a byte store per vector made the
 /// stores the bottleneck of kernels that write a float and a mask byte per element.
