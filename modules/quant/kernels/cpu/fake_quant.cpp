@@ -268,16 +268,15 @@ void MaskedZeroBits(float* g, const std::uint8_t* bits, std::int64_t n) {
 
 struct AmaxConsts {
   VF inv, s, hi_x, lo_x, lo_cmp, lo, hi;
-  VI hi_bits;
-  bool clamp_q;  // false: round(c inv) is inside [qmin, qmax] for every c (AmaxForward)
+  VI hi_bits;  // amax's bits
 };
 
-// bits: 1 = outside [lo_x, hi_x] or NaN, 2 = x >= hi_x, 4 = x <= lo_cmp (NaN when unsigned);
-// y = clamp(round(clamp(x, lo_x, hi_x) inv), lo, hi) s. The masks from c = clamp(x): c == x
-// just where lo_x <= x <= hi_x (NaN: c = lo_x), and c == hi_x just where x >= hi_x, compared as
-// integers (c is never NaN, hi_x > 0): Zen's float compares, min / max and rounding share two of
-// its four vector pipes, integer ops take any.
-// The mask lanes (bits above) of x = v, c = clamp(x), and y.
+// Mask bits: 1 = outside [lo_x, hi_x] or NaN, 2 = x >= hi_x, 4 = x <= lo_cmp (NaN when
+// unsigned); y = clamp(round(clamp(x, lo_x, hi_x) inv), lo, hi) s.
+// AmaxBits: the mask of x = v as int32 lanes, from c = clamp(x): c == x just where
+// lo_x <= x <= hi_x (NaN: c = lo_x), and c == hi_x just where x >= hi_x, compared as integers
+// (c is never NaN, hi_x > 0): Zen's float compares, min / max and rounding share two of its
+// four vector pipes, integer ops take any. AmaxY: y from c.
 HWY_INLINE VI AmaxBits(VF v, VF c, const AmaxConsts& k) {
   const DI di;
   const VI in = hn::VecFromMask(di, hn::RebindMask(di, hn::Eq(c, v)));
