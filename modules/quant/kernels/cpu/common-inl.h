@@ -123,6 +123,43 @@ HWY_INLINE void StoreBytes4(const VI (&b)[4], std::uint8_t* p) {
   for (int j = 0; j < 4; ++j) hn::StoreU(hn::DemoteTo(DU8(), b[j]), DU8(), p + j * kNF);
 #endif
 }
+/// y = copysign(RoundToGrid(|v|), v) * out_scale with v = x * in_scale, or x / in_scale (kDivide:
+/// FP8, NVFP4); returns mask = [|v| <= max] as int32 lanes 0 / 1.
+template <bool kDivide>
+HWY_INLINE VI GridStep(const float* x, float* y, VF in_scale, VF out_scale, const GridConsts& c) {
+  const DF df;
+  const DI di;
+  const VF xv = hn::LoadU(df, x);
+  const VF v = kDivide ? hn::Div(xv, in_scale) : hn::Mul(xv, in_scale), a = hn::Abs(v);
+  hn::StoreU(hn::Mul(hn::CopySignToAbs(RoundToGrid(a, c), v), out_scale), df, y);
+  return hn::And(hn::VecFromMask(di, hn::RebindMask(di, hn::Le(a, c.max))), hn::Set(di, 1));
+}
+
+/// GridStep over len elements, then the last partial vector through a buffer; kBatch: the mask
+/// bytes of 4 vectors to a store (StoreBytes4), for runs of at least 4 vectors.
+template <bool kDivide, bool kBatch>
+HWY_INLINE void GridRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, float in_scale,
+                        float out_scale, const GridConsts& c) {
+  const DF df;
+  const DU8 du8;
+  const VF vin = hn::Set(df, in_scale), vout = hn::Set(df, out_scale);
+  std::int64_t i = 0;
+  for (; kBatch && i + 4 * kNF <= len; i += 4 * kNF) {
+    VI b[4];
+    for (int j = 0; j < 4; ++j) b[j] = GridStep<kDivide>(x + i + j * kNF, y + i + j * kNF, vin, vout, c);
+    StoreBytes4(b, m + i);
+  }
+  for (; i + kNF <= len; i += kNF)
+    hn::StoreU(hn::DemoteTo(du8, GridStep<kDivide>(x + i, y + i, vin, vout, c)), du8, m + i);
+  if (kNF == 1 || i == len) return;
+  float xb[kNF] = {}, yb[kNF];
+  std::uint8_t mb[kNF];
+  std::memcpy(xb, x + i, (len - i) * sizeof(float));
+  hn::StoreU(hn::DemoteTo(du8, GridStep<kDivide>(xb, yb, vin, vout, c)), du8, mb);
+  std::memcpy(y + i, yb, (len - i) * sizeof(float));
+  std::memcpy(m + i, mb, len - i);
+}
+
 /// kNF mask bytes as int32 lanes.
 HWY_INLINE VI LoadBytes(const std::uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
 

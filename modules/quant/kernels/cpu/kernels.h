@@ -78,8 +78,6 @@ double amax_backward(const float* dy, const std::uint8_t* mask, float* dx, std::
 void fp8_fake_quant(const float* x, float* y, std::uint8_t* mask, std::int64_t n, float scale,
                     int mantissa_bits, int min_exponent, float max);
 
-/// OCP MX shared exponent of a block with finite amax >= 0: floor(log2 amax) - emax_elem
-/// clamped to E8M0's [-127, 127] (0 and float32 subnormals: -127).
 /// 2^k as a float for -149 <= k <= 127 (std::ldexp(1.0f, k), exact), from its bits: the libm
 /// call took a third of mx_fake_quant's time (two per block of 32).
 inline float pow2f(int k) {
@@ -88,6 +86,8 @@ inline float pow2f(int k) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+/// OCP MX shared exponent of a block with finite amax >= 0: floor(log2 amax) - emax_elem
+/// clamped to E8M0's [-127, 127] (0 and float32 subnormals: -127).
 inline int mx_shared_exponent(float amax, int emax) {
   std::uint32_t bits;
   std::memcpy(&bits, &amax, sizeof bits);

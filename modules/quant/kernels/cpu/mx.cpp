@@ -39,43 +39,6 @@ HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
   return hn::GetLane(hn::MaxOfLanes(df, mx));
 }
 
-// y = copysign(round(|v|), v) * out_scale with v = x * in_scale (MX) or x / in_scale (NVFP4);
-// returns mask = [|v| <= max] as int32 lanes 0 / 1.
-template <bool kDivide>
-HWY_INLINE VI QuantStep(const float* x, float* y, VF in_scale, VF out_scale, const GridConsts& c) {
-  const DF df;
-  const DI di;
-  const VF xv = hn::LoadU(df, x);
-  const VF v = kDivide ? hn::Div(xv, in_scale) : hn::Mul(xv, in_scale), a = hn::Abs(v);
-  hn::StoreU(hn::Mul(hn::CopySignToAbs(RoundToGrid(a, c), v), out_scale), df, y);
-  return hn::And(hn::VecFromMask(di, hn::RebindMask(di, hn::Le(a, c.max))), hn::Set(di, 1));
-}
-
-// kBatch: blocks of at least 4 vectors, whose mask bytes go 4 vectors to a store (StoreBytes4).
-template <bool kDivide, bool kBatch>
-HWY_INLINE void QuantRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, float in_scale,
-                         float out_scale, const GridConsts& c) {
-  const DF df;
-  const DU8 du8;
-  const VF vin = hn::Set(df, in_scale), vout = hn::Set(df, out_scale);
-  std::int64_t i = 0;
-  for (; kBatch && i + 4 * kNF <= len; i += 4 * kNF) {
-    VI b[4];
-    for (int j = 0; j < 4; ++j)
-      b[j] = QuantStep<kDivide>(x + i + j * kNF, y + i + j * kNF, vin, vout, c);
-    StoreBytes4(b, m + i);
-  }
-  for (; i + kNF <= len; i += kNF)
-    hn::StoreU(hn::DemoteTo(du8, QuantStep<kDivide>(x + i, y + i, vin, vout, c)), du8, m + i);
-  if (kNF == 1 || i == len) return;
-  float xb[kNF] = {}, yb[kNF];
-  std::uint8_t mb[kNF];
-  std::memcpy(xb, x + i, (len - i) * sizeof(float));
-  hn::StoreU(hn::DemoteTo(du8, QuantStep<kDivide>(xb, yb, vin, vout, c)), du8, mb);
-  std::memcpy(y + i, yb, (len - i) * sizeof(float));
-  std::memcpy(m + i, mb, len - i);
-}
-
 HWY_INLINE void FillNan(float* y, std::uint8_t* m, std::int64_t len) {
   std::fill(y, y + len, std::numeric_limits<float>::quiet_NaN());
   std::fill(m, m + len, std::uint8_t{0});
@@ -93,7 +56,7 @@ void MxBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, std:
       continue;
     }
     const int shared = mx_shared_exponent(amax, emax);
-    QuantRun<false, kBatch>(x + b0, y + b0, mask + b0, len, pow2f(-shared), pow2f(shared), c);
+    GridRun<false, kBatch>(x + b0, y + b0, mask + b0, len, pow2f(-shared), pow2f(shared), c);
   }
 }
 
@@ -120,7 +83,7 @@ void Nvfp4Blocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, s
       continue;
     }
     const float total = nvfp4_block_scale(amax, per_tensor_scale, e4m3);
-    QuantRun<true, kBatch>(x + b0, y + b0, mask + b0, len, total, total, c);
+    GridRun<true, kBatch>(x + b0, y + b0, mask + b0, len, total, total, c);
   }
 }
 
