@@ -53,23 +53,6 @@ HWY_INLINE VF RoundEven(VF v) {
 /// Integers added to that stay exact, and a code in [0, 255] is the float's low byte.
 constexpr float kMagic = 12582912.0f;
 
-/// The element grid of a float format (FP8, MX elements, NVFP4's E2M1) with m mantissa bits,
-/// smallest normal exponent emin and largest value max: RoundToGrid(a) is a = |v| rounded to it,
-/// ties to even, saturated at max. With E = max(exponent field of a, emin + 127), in place in the
-/// float's bits, values there are spaced 2^(e - m): up = 2^(m - e) has exponent field
-/// 254 + m - E and down = 2^(e - m) has E - m (NaN / inf: E = 255, both still normal), and
-/// r = round(a up) down, exact. min(max, r) saturates (+inf too) and keeps NaN (LtOr below).
-struct GridConsts {
-  VF max;
-  VI emin_bits, up_bits, down_bits;
-};
-HWY_INLINE GridConsts MakeGrid(int mantissa_bits, int min_exponent, float max) {
-  const DI di;
-  return {hn::Set(DF(), max), hn::Set(di, (min_exponent + 127) << 23),
-          hn::Set(di, (254 + mantissa_bits) << 23), hn::Set(di, mantissa_bits << 23)};
-}
-HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c);
-
 /// a * b + c rounded once (EMU128's / SCALAR's MulAdd round twice).
 HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #if HWY_TARGET == HWY_SCALAR
@@ -93,6 +76,21 @@ HWY_INLINE VF GtOr(VF a, VF b) { return hn::IfThenElse(hn::Gt(a, b), a, b); }
 HWY_INLINE VF LtOr(VF a, VF b) { return hn::IfThenElse(hn::Lt(a, b), a, b); }
 #endif
 
+/// The element grid of a float format (FP8, MX elements, NVFP4's E2M1) with m mantissa bits,
+/// smallest normal exponent emin and largest value max: RoundToGrid(a) is a = |v| rounded to it,
+/// ties to even, saturated at max. With E = max(exponent field of a, emin + 127), in place in the
+/// float's bits, values there are spaced 2^(e - m): up = 2^(m - e) has exponent field
+/// 254 + m - E and down = 2^(e - m) has E - m (NaN / inf: E = 255, both still normal), and
+/// r = round(a up) down, exact. min(max, r) saturates (+inf too) and keeps NaN (LtOr below).
+struct GridConsts {
+  VF max;
+  VI emin_bits, up_bits, down_bits;
+};
+HWY_INLINE GridConsts MakeGrid(int mantissa_bits, int min_exponent, float max) {
+  const DI di;
+  return {hn::Set(DF(), max), hn::Set(di, (min_exponent + 127) << 23),
+          hn::Set(di, (254 + mantissa_bits) << 23), hn::Set(di, mantissa_bits << 23)};
+}
 HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c) {
   const DF df;
   const DI di;
@@ -135,29 +133,35 @@ HWY_INLINE VI GridStep(const float* x, float* y, VF in_scale, VF out_scale, cons
   return hn::And(hn::VecFromMask(di, hn::RebindMask(di, hn::Le(a, c.max))), hn::Set(di, 1));
 }
 
-/// GridStep over len elements, then the last partial vector through a buffer; kBatch: the mask
-/// bytes of 4 vectors to a store (StoreBytes4), for runs of at least 4 vectors.
-template <bool kDivide, bool kBatch>
-HWY_INLINE void GridRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, float in_scale,
-                        float out_scale, const GridConsts& c) {
-  const DF df;
+/// Step over len elements: step(x, y) does kNF of them and returns their mask as int32 lanes
+/// 0 .. 127. Whole vectors (kBatch: four at a time, their mask bytes in one store, StoreBytes4),
+/// then the last partial one through buffers.
+template <bool kBatch, class Step>
+HWY_INLINE void MaskedRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, Step step) {
   const DU8 du8;
-  const VF vin = hn::Set(df, in_scale), vout = hn::Set(df, out_scale);
   std::int64_t i = 0;
   for (; kBatch && i + 4 * kNF <= len; i += 4 * kNF) {
     VI b[4];
-    for (int j = 0; j < 4; ++j) b[j] = GridStep<kDivide>(x + i + j * kNF, y + i + j * kNF, vin, vout, c);
+    for (int j = 0; j < 4; ++j) b[j] = step(x + i + j * kNF, y + i + j * kNF);
     StoreBytes4(b, m + i);
   }
-  for (; i + kNF <= len; i += kNF)
-    hn::StoreU(hn::DemoteTo(du8, GridStep<kDivide>(x + i, y + i, vin, vout, c)), du8, m + i);
+  for (; i + kNF <= len; i += kNF) hn::StoreU(hn::DemoteTo(du8, step(x + i, y + i)), du8, m + i);
   if (kNF == 1 || i == len) return;
   float xb[kNF] = {}, yb[kNF];
   std::uint8_t mb[kNF];
   std::memcpy(xb, x + i, (len - i) * sizeof(float));
-  hn::StoreU(hn::DemoteTo(du8, GridStep<kDivide>(xb, yb, vin, vout, c)), du8, mb);
+  hn::StoreU(hn::DemoteTo(du8, step(xb, yb)), du8, mb);
   std::memcpy(y + i, yb, (len - i) * sizeof(float));
   std::memcpy(m + i, mb, len - i);
+}
+
+/// GridStep over len elements (MaskedRun).
+template <bool kDivide, bool kBatch>
+HWY_INLINE void GridRun(const float* x, float* y, std::uint8_t* m, std::int64_t len, float in_scale,
+                        float out_scale, const GridConsts& c) {
+  const VF vin = hn::Set(DF(), in_scale), vout = hn::Set(DF(), out_scale);
+  MaskedRun<kBatch>(x, y, m, len,
+                    [&](const float* xs, float* ys) { return GridStep<kDivide>(xs, ys, vin, vout, c); });
 }
 
 /// kNF mask bytes as int32 lanes.
