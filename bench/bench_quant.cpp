@@ -1,8 +1,9 @@
 // The quantization hot path of a QAT step, each kernel next to a reference measured in the same
 // run (1 thread), on the AVX2 path and the best path of this CPU: memcpy of the bytes a kernel
 // must read and write (observers, fake quant, FP8, int8 add), or the fake-quant forward of the same
-// tensor (LSQ forward + the three gradients, learnable amax); then the int8 inference kernel next to our
-// float GEMM on the same shape.
+// tensor (LSQ forward + the three gradients, learnable amax), and PyTorch 1.13's LSQ op on data of
+// the same size and distribution (bench/torch_lsq.py; skipped without python3 and torch); then the
+// int8 inference kernel next to our float GEMM on the same shape.
 //   build/bench/bench_quant           both paths, every kernel
 //   build/bench/bench_quant --rows    the current path (QAT_CPU) only, the issue-table rows as
 //                                     "ROW key ratio (detail)" lines (bench/cpu_table.sh reads them)
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -33,6 +35,27 @@ struct Figure {
   double seconds = 0, ref = 0;
 };
 Figure g_observer, g_lsq;
+
+// PyTorch 1.13's LSQ op and fake-quant forward on data of the LSQ row's size and distribution
+// (bench/torch_lsq.py), on the instruction set of the current path (bench/torch_env.sh caps
+// ATen there); {0, 0} and `why` when python3 or torch is missing.
+Figure torch_lsq(std::string* why) {
+  const std::string cmd = QAT_SOURCE_DIR "/bench/torch_env.sh " +
+                          std::string(cpu::isa_name(cpu::isa())) +
+                          " /usr/bin/python3 " QAT_SOURCE_DIR "/bench/torch_lsq.py 2>/dev/null";
+  Figure f;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *why = "cannot run python3";
+    return f;
+  }
+  char line[256];
+  while (std::fgets(line, sizeof line, p))
+    if (std::sscanf(line, "torch lsq %lf fq %lf", &f.seconds, &f.ref) == 2) break;
+  const int rc = pclose(p);
+  if (!(f.seconds > 0)) *why = rc != 0 ? "python3 or torch missing" : "no output";
+  return f;
+}
 
 // one figure next to its reference measured just before, as a ratio
 void row(const char* what, const Shape& shape, double seconds, double ref, const char* ref_name) {
@@ -117,6 +140,14 @@ void quant_kernels() {
         g_lsq.seconds = std::min(g_lsq.seconds, lsq());
       }
     row("LSQ per-tensor fwd + 3 gradients", big, g_lsq.seconds, t_fq_big, "fake quant fwd");
+    if (!g_rows) {
+      std::string why;
+      const Figure t = torch_lsq(&why);
+      if (t.seconds > 0)
+        row("  the same op in PyTorch 1.13", big, g_lsq.seconds, t.seconds, "PyTorch's");
+      else
+        std::printf("  PyTorch 1.13's LSQ: skipped (%s)\n", why.c_str());
+    }
     // the same with the scale below the data's range: ~10% of the elements clipped (the
     // zero-point gradient gets terms; the kernel is branch-free)
     s.data<float>()[0] *= 0.9f;
@@ -174,6 +205,16 @@ int main(int argc, char** argv) {
                 g_observer.seconds / g_observer.ref, g_observer.seconds * 1e6, g_observer.ref * 1e6);
     std::printf("ROW lsq_vs_fq %.2fx (%.0fus vs fake quant %.0fus)\n", g_lsq.seconds / g_lsq.ref,
                 g_lsq.seconds * 1e6, g_lsq.ref * 1e6);
+    std::string why;
+    const Figure t = torch_lsq(&why);
+    if (t.seconds > 0)
+      std::printf(
+          "ROW lsq_vs_torch %.1fx_faster (ours %.0fus vs torch 1.13 %.0fus; its fake quant fwd "
+          "%.0fus, a ratio of %.2fx)\n",
+          t.seconds / g_lsq.seconds, g_lsq.seconds * 1e6, t.seconds * 1e6, t.ref * 1e6,
+          t.seconds / t.ref);
+    else
+      std::printf("ROW lsq_vs_torch skipped (%s)\n", why.c_str());
     return 0;
   }
   std::printf("  %-38s %-14s %12s %12s %8s\n", "kernel (1 thread)", "shape", "time", "reference",
