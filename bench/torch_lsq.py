@@ -7,23 +7,12 @@ The data of bench_quant's LSQ row: 2^20 floats uniform in [-3, 3], scale 6/255, 
 (1.2% of the elements beyond the range), quant range [-128, 127], grad_factor 1/1024, the
 incoming gradient uniform in [-1, 1]. Times _fake_quantize_learnable_per_tensor_affine's forward
 + backward (dx, dscale, dzero_point) and fake_quantize_per_tensor_affine's forward without
-autograd, the fastest of several trials each (as bench/bench_util.h times ours). Prints:
+autograd, each timed as bench/bench_util.h times ours (torch_int8.seconds_per_call). Prints:
     torch lsq LSQ_SECONDS fq FQ_SECONDS
 """
-import time
-
 import torch
 
-
-def fastest(f, reps=20, trials=7):
-    f()
-    best = float("inf")
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            f()
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
+from torch_int8 import seconds_per_call  # bench_util.h's timing, as for the int8 rows
 
 
 def main():
@@ -46,7 +35,7 @@ def main():
         with torch.no_grad():
             torch.fake_quantize_per_tensor_affine(xd, 6.0 / 255, 3, -128, 127)
 
-    print(f"torch lsq {fastest(lsq):.9f} fq {fastest(fq):.9f}")
+    print(f"torch lsq {seconds_per_call(lsq):.9f} fq {seconds_per_call(fq):.9f}")
 
 
 if __name__ == "__main__":
