@@ -3,6 +3,7 @@
 // kernels against a scalar reference on odd sizes, the straight-through gradient in float64,
 // specs' text round trip and errors, and the quantizer modules (presets, checkpoints, hostile
 // state, convert and their refusals).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -137,7 +138,7 @@ BOOST_AUTO_TEST_CASE(element_tables) {
 
 BOOST_AUTO_TEST_CASE(kernels_match_reference_on_every_path) {
   std::mt19937 gen(5);
-  for (std::int64_t n : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100, 1007})
+  for (std::int64_t n : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100, 128, 256, 1007, 1024})
     for (std::int64_t block : {64, 32, 16, 7})  // 64 and 32: 4 vectors to a mask store (AVX-512, AVX2)
       for (int fi = 0; fi < 7; ++fi) {
         const bool nv = fi == 6;
@@ -155,14 +156,20 @@ BOOST_AUTO_TEST_CASE(kernels_match_reference_on_every_path) {
         reference_row(x.data(), yref.data(), mref.data(), n, block, f, nv, pts);
         for_each_isa([&](cpu::Isa) {
           BOOST_TEST_CONTEXT("format " << fi << " n " << n << " block " << block) {
-            F y(n);
-            U8 m(n);
+            // 64 sentinels past the row: nothing may be written there
+            constexpr std::int64_t kPad = 64;
+            F y(n + kPad, 7.0f);
+            U8 m(n + kPad, 7);
             const ElementFormat e = element_format(f);
             if (nv)
               k::nvfp4_fake_quant(x.data(), y.data(), m.data(), n, block, pts);
             else
               k::mx_fake_quant(x.data(), y.data(), m.data(), n, block, e.mantissa_bits, e.min_exponent,
                                static_cast<float>(e.max), e.emax);
+            BOOST_TEST(std::count(y.begin() + n, y.end(), 7.0f) == kPad);
+            BOOST_TEST(std::count(m.begin() + n, m.end(), 7) == kPad);
+            y.resize(n);
+            m.resize(n);
             expect_bits(y, yref, "y");
             BOOST_TEST(m == mref, tt::per_element());
           }
