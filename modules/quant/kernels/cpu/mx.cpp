@@ -21,15 +21,21 @@ namespace qat::quant::kernels::HWY_NAMESPACE {
 // max |x| over len <= block values; *bad when one is NaN or +-inf. On the bits of |x| as
 // integers (their order for non-negative floats, with +inf and then NaN above every finite
 // value): one integer max per vector, on any of the vector pipes, and the check on the result.
+// kVectors > 0: len is that many whole vectors, unrolled.
+template <std::int64_t kVectors = 0>
 HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
   const DF df;
   const DI di;
   const VI magnitude = hn::Set(di, 0x7fffffff);
   VI mx = hn::Zero(di);
   std::int64_t i = 0;
-  for (; i + kNF <= len; i += kNF)
+  if constexpr (kVectors > 0) {
+    for (; i < kVectors * kNF; i += kNF)
+      mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
+  }
+  for (; kVectors == 0 && i + kNF <= len; i += kNF)
     mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
-  if (kNF > 1 && i < len) {
+  if (kVectors == 0 && kNF > 1 && i < len) {
     float buf[kNF] = {};
     std::memcpy(buf, x + i, (len - i) * sizeof(float));
     mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, buf)), magnitude));
@@ -92,9 +98,12 @@ void ScaledBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, 
   const int per = block == kNF ? 1 : block == 2 * kNF ? 2 : 0;
   const auto prepare = [&](std::int64_t g0, Group& g) {
     g.count = static_cast<int>(std::min<std::int64_t>(kGroup, (n - g0 + block - 1) / block));
+    const int whole = per != 0 && g0 + span <= n ? per : 0;
     for (int j = 0; j < g.count; ++j) {
-      const std::int64_t b0 = g0 + j * block;
-      g.amax[j] = BlockAmax(x + b0, std::min(block, n - b0), &g.bad[j]);
+      const std::int64_t b0 = g0 + j * block, len = std::min(block, n - b0);
+      g.amax[j] = whole == 1   ? BlockAmax<1>(x + b0, len, &g.bad[j])
+                  : whole == 2 ? BlockAmax<2>(x + b0, len, &g.bad[j])
+                               : BlockAmax(x + b0, len, &g.bad[j]);
     }
     scales(g.amax, g.count, g.s);
   };
