@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(element_tables) {
 
 BOOST_AUTO_TEST_CASE(kernels_match_reference_on_every_path) {
   std::mt19937 gen(5);
-  for (std::int64_t n : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100, 128, 256, 1007, 1024})
+  for (std::int64_t n : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100, 128, 256, 1007, 1024, 2053})
     for (std::int64_t block : {64, 32, 16, 7})  // 64 and 32: 4 vectors to a mask store (AVX-512, AVX2)
       for (int fi = 0; fi < 7; ++fi) {
         const bool nv = fi == 6;

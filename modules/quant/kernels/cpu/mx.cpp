@@ -52,17 +52,20 @@ HWY_INLINE void FillNan(float* y, std::uint8_t* m, std::int64_t len) {
   std::fill(m, m + len, std::uint8_t{0});
 }
 
-// The blocks of a row in groups of 8 (ScaledBlocks): first their amax, then their scales
+// The blocks of a row in groups (ScaledBlocks): first their amax, then their scales
 // (scales(amax, count, s) fills s[j] = {in_scale, out_scale} of block j < count), then their
 // elements. Each block's scale waits on a chain of a horizontal max and scalar steps; eight
 // independent chains side by side overlap, where one per block left the vector units idle
-// (2^20 floats, avx2: MXFP8 379 -> 266 us, NVFP4 875 -> 543).
-constexpr int kGroup = 8;
+// (2^20 floats, avx2: MXFP8 379 -> 266 us, NVFP4 875 -> 543). A group is two vectors of block
+// scales (16 blocks on AVX2, 32 on AVX-512), so that a group's chain of latencies is paid once
+// for more elements: 2^20 floats, 8 -> 16 / 32 blocks, NVFP4 avx2 421-423 -> 399-406 us,
+// avx512_vnni 350-352 -> 272; MX avx512_vnni 203-213 -> 162-167 us, avx2 269-275 -> 255-264.
+constexpr int kGroup = kNF >= 8 ? 2 * static_cast<int>(kNF) : 16;
 struct BlockScales {
   float in, out;
 };
 
-// Eight whole blocks of kPer (1 or 2) vectors each as one run: vector v with the scales of
+// A group of whole blocks of kPer (1 or 2) vectors each as one run: vector v with the scales of
 // block v / kPer, four vectors' mask bytes per store (MaskedRun's batch). A run per block of one
 // or two vectors (NVFP4's 16 floats; MX's 32 on AVX-512) spent more on the loop than on them.
 template <bool kDivide, std::int64_t kPer>
@@ -116,7 +119,7 @@ void ScaledBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, 
   for (std::int64_t g0 = 0, t = 0; g0 < n; g0 += span, t ^= 1) {
     if (g0 + span < n) prepare(g0 + span, groups[t ^ 1]);
     const Group& g = groups[t];
-    if (per != 0 && g0 + span <= n) {  // eight whole blocks
+    if (per != 0 && g0 + span <= n) {  // a group of whole blocks
       if (per == 1)
         GroupRun<kDivide, 1>(x + g0, y + g0, mask + g0, g.s, c);
       else
