@@ -58,8 +58,8 @@ HWY_INLINE void FillNan(float* y, std::uint8_t* m, std::int64_t len) {
 // independent chains side by side overlap, where one per block left the vector units idle
 // (2^20 floats, avx2: MXFP8 379 -> 266 us, NVFP4 875 -> 543). A group is two vectors of block
 // scales (16 blocks on AVX2, 32 on AVX-512), so that a group's chain of latencies is paid once
-// for more elements: 2^20 floats, 8 -> 16 / 32 blocks, NVFP4 avx2 421-423 -> 399-406 us,
-// avx512_vnni 350-352 -> 272; MX avx512_vnni 203-213 -> 162-167 us, avx2 269-275 -> 255-264.
+// for more elements: 2^20 floats, 8 -> 16 / 32 blocks, NVFP4 avx2 421-423 -> 399-412 us,
+// avx512_vnni 350-352 -> 266-291; MX avx512_vnni 203-213 -> 162-181, avx2 269-275 -> 252-264.
 constexpr int kGroup = kNF >= 8 ? 2 * static_cast<int>(kNF) : 16;
 struct BlockScales {
   float in, out;
