@@ -171,13 +171,12 @@ void Nvfp4Blocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, s
   const GridConsts e4m3 = MakeGrid(f.mantissa_bits, f.min_exponent, static_cast<float>(f.max));
   const VF six = hn::Set(df, 6.0f), st = hn::Set(df, per_tensor_scale), lo = hn::Set(df, 0.015625f),
            hi = hn::Set(df, 448.0f);
-  constexpr std::int64_t kVectors = (kGroup + kNF - 1) / kNF;
+  static_assert(kGroup % kNF == 0);
   ScaledBlocks<true, kBatch>(x, y, mask, n, block, MakeGrid(1, 0, 6.0f),
                              [&](const float* amax, int, BlockScales* s) {
-                               float a[kVectors * kNF] = {}, t[kVectors * kNF];
-                               std::memcpy(a, amax, kGroup * sizeof(float));
-                               for (std::int64_t v = 0; v < kVectors; ++v) {
-                                 VF scaled = hn::Div(hn::Div(hn::LoadU(df, a + v * kNF), six), st);
+                               float t[kGroup];  // lanes past the group's count: stale amax, unused
+                               for (std::int64_t v = 0; v < kGroup / kNF; ++v) {
+                                 VF scaled = hn::Div(hn::Div(hn::LoadU(df, amax + v * kNF), six), st);
                                  scaled = LtOr(GtOr(scaled, lo), hi);  // std::clamp for non-NaN
                                  hn::StoreU(hn::Mul(st, RoundToGrid(scaled, e4m3)), df, t + v * kNF);
                                }
