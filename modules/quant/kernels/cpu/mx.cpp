@@ -85,9 +85,10 @@ HWY_INLINE void GroupRun(const float* x, float* y, std::uint8_t* m, const BlockS
   }
 }
 
-// A group's blocks: their count, amax (non-finite: bad) and scales.
+// A group's blocks: their count, amax (non-finite: bad) and scales; whole: the group is kGroup
+// whole blocks of that many vectors (1 or 2), else 0.
 struct Group {
-  int count = 0;
+  int count = 0, whole = 0;
   float amax[kGroup] = {};
   bool bad[kGroup] = {};
   BlockScales s[kGroup];
@@ -101,12 +102,12 @@ void ScaledBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, 
   const int per = block == kNF ? 1 : block == 2 * kNF ? 2 : 0;
   const auto prepare = [&](std::int64_t g0, Group& g) {
     g.count = static_cast<int>(std::min<std::int64_t>(kGroup, (n - g0 + block - 1) / block));
-    const int whole = per != 0 && g0 + span <= n ? per : 0;
+    g.whole = g0 + span <= n ? per : 0;
     for (int j = 0; j < g.count; ++j) {
       const std::int64_t b0 = g0 + j * block, len = std::min(block, n - b0);
-      g.amax[j] = whole == 1   ? BlockAmax<1>(x + b0, len, &g.bad[j])
-                  : whole == 2 ? BlockAmax<2>(x + b0, len, &g.bad[j])
-                               : BlockAmax(x + b0, len, &g.bad[j]);
+      g.amax[j] = g.whole == 1   ? BlockAmax<1>(x + b0, len, &g.bad[j])
+                  : g.whole == 2 ? BlockAmax<2>(x + b0, len, &g.bad[j])
+                                 : BlockAmax(x + b0, len, &g.bad[j]);
     }
     scales(g.amax, g.count, g.s);
   };
@@ -119,8 +120,8 @@ void ScaledBlocks(const float* x, float* y, std::uint8_t* mask, std::int64_t n, 
   for (std::int64_t g0 = 0, t = 0; g0 < n; g0 += span, t ^= 1) {
     if (g0 + span < n) prepare(g0 + span, groups[t ^ 1]);
     const Group& g = groups[t];
-    if (per != 0 && g0 + span <= n) {  // a group of whole blocks
-      if (per == 1)
+    if (g.whole != 0) {
+      if (g.whole == 1)
         GroupRun<kDivide, 1>(x + g0, y + g0, mask + g0, g.s, c);
       else
         GroupRun<kDivide, 2>(x + g0, y + g0, mask + g0, g.s, c);
