@@ -419,7 +419,8 @@ float ref_in(std::uint8_t q, k8::InQuant i) { return (static_cast<float>(q) - i.
 
 // Configurations: scales at random; scales whose sums fall on ties of the rounding (halves);
 // the full code range; an output scale so fine that |v inv| passes 2^22 (the kernels' magic-
-// number requantization does not hold there: the general one runs).
+// number requantization does not hold there: the general one runs); input zero points that are
+// not an integer or pass 2^21 (the general dequantization runs).
 BOOST_AUTO_TEST_CASE(int8_kernels_match_scalar_reference) {
   const struct {
     k8::InQuant ia, ib;
@@ -429,6 +430,8 @@ BOOST_AUTO_TEST_CASE(int8_kernels_match_scalar_reference) {
       {{0.5f, 128}, {0.25f, 3}, {1.0f, 128, 0, 255}},
       {{1.5f, 0}, {0.75f, 255}, {2.0f, 255, 0, 255}},
       {{0.1f, 64}, {0.3f, 200}, {1.0f / 3e-6f, 17, 0, 255}},
+      {{0.02f, 2.5f}, {0.25f, 3}, {1.0f / 0.037f, 120, 3, 250}},
+      {{0.5f, 128}, {1e-5f, 3000000.0f}, {2.0f, 64, 0, 255}},
   };
   for (const auto& [ia, ib, out] : configs)
     for_each_isa([&](cpu::Isa) {

@@ -102,19 +102,20 @@ HWY_INLINE VF RoundToGrid(VF a, const GridConsts& c) {
 /// v is NaN (one unordered compare on x86; Highway's Ne there is ordered: false for NaN != NaN).
 HWY_INLINE MF IsNan(VF v) { return hn::IsNaN(v); }
 
-/// Four vectors of int32 lanes 0 .. 127 as 4 kNF bytes, in one store on x86 (two packs within
-/// 128-bit blocks, then the 4-byte groups back in order): a byte store per vector made the
-/// stores the bottleneck of kernels that write a float and a mask byte per element.
+/// Four vectors of int32 lanes 0 .. 255 as 4 kNF bytes, in one store on x86 (two packs within
+/// 128-bit blocks, the second unsigned, then the 4-byte groups back in order): a byte store per
+/// vector made the stores the bottleneck of kernels that write a float and a mask byte per
+/// element.
 HWY_INLINE void StoreBytes4(const VI (&b)[4], std::uint8_t* p) {
 #if HWY_TARGET == HWY_AVX2
-  const __m256i v =
-      _mm256_packs_epi16(_mm256_packs_epi32(b[0].raw, b[1].raw), _mm256_packs_epi32(b[2].raw, b[3].raw));
+  const __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(b[0].raw, b[1].raw),
+                                        _mm256_packs_epi32(b[2].raw, b[3].raw));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                       _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 #elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   // block L of v holds elements 4L .. 4L + 3 of b[0], b[1], b[2], b[3]
-  const __m512i v =
-      _mm512_packs_epi16(_mm512_packs_epi32(b[0].raw, b[1].raw), _mm512_packs_epi32(b[2].raw, b[3].raw));
+  const __m512i v = _mm512_packus_epi16(_mm512_packs_epi32(b[0].raw, b[1].raw),
+                                        _mm512_packs_epi32(b[2].raw, b[3].raw));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   _mm512_storeu_si512(p, _mm512_permutexvar_epi32(order, v));
 #else

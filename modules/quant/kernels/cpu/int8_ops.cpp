@@ -187,24 +187,33 @@ void MaxPoolNhwcImpl(const std::uint8_t* __restrict x, std::int64_t N, std::int6
 namespace hn = hwy::HWY_NAMESPACE;
 namespace qk = ::qat::quant::kernels::HWY_NAMESPACE;
 
+// The magic-number domain (common-inl.h qk::kMagic = M = 1.5 2^23, whose float has ulp 1 and
+// low mantissa bits 0): fl(w + M) = M + round_half_even(w) for |w| < 2^22, and M + c for a
+// code c is the float with bits kMagicBits + c.
+using qk::kMagic;
+constexpr std::int32_t kMagicBits = 0x4B400000;
+
+// An input's dequantization (q - z) s. kMagicIn (z an integer, |z| <= 2^21): q's float M + q
+// from its bits (an integer or, no conversion) minus M + z, which is q - z exactly; z holds
+// M + z then. The same values either way.
 struct InConsts {
   qk::VF s, z;
 };
-struct OutConsts {
-  qk::VF inv, z, lo, hi;
-};
+HWY_INLINE bool MagicIn(InQuant q) {
+  return q.zero_point == __builtin_nearbyintf(q.zero_point) && std::abs(q.zero_point) <= 2097152.0f;
+}
+template <bool kMagicIn>
 HWY_INLINE InConsts Consts(InQuant q) {
   const qk::DF df;
-  return {hn::Set(df, q.scale), hn::Set(df, q.zero_point)};
+  return {hn::Set(df, q.scale), hn::Set(df, kMagicIn ? q.zero_point + kMagic : q.zero_point)};
 }
-HWY_INLINE OutConsts Consts(OutQuant q) {
-  const qk::DF df;
-  return {hn::Set(df, q.inv), hn::Set(df, q.zero_point), hn::Set(df, q.lo), hn::Set(df, q.hi)};
-}
-
+template <bool kMagicIn>
 HWY_INLINE qk::VF Dequant(const std::uint8_t* p, const InConsts& k) {
   const qk::DF df;
-  const qk::VF q = hn::ConvertTo(df, hn::PromoteTo(qk::DI(), hn::LoadU(qk::DU8(), p)));
+  const qk::DI di;
+  const qk::VI codes = hn::PromoteTo(di, hn::LoadU(qk::DU8(), p));
+  const qk::VF q =
+      kMagicIn ? hn::BitCast(df, hn::Or(codes, hn::Set(di, kMagicBits))) : hn::ConvertTo(df, codes);
   return hn::Mul(hn::Sub(q, k.z), k.s);
 }
 // The same for one broadcast code, in scalar float (the same two roundings).
@@ -213,18 +222,24 @@ HWY_INLINE qk::VF DequantOne(std::uint8_t q, InQuant k) {
   return hn::Set(qk::DF(), x);
 }
 
-HWY_INLINE void Requant(qk::VF v, const OutConsts& k, std::uint8_t* y) {
+// The output's codes as int32 lanes 0 .. 255 (CodeVectors stores them).
+struct OutConsts {
+  qk::VF inv, z, lo, hi;
+};
+HWY_INLINE OutConsts Consts(OutQuant q) {
+  const qk::DF df;
+  return {hn::Set(df, q.inv), hn::Set(df, q.zero_point), hn::Set(df, q.lo), hn::Set(df, q.hi)};
+}
+HWY_INLINE qk::VI Code(qk::VF v, const OutConsts& k) {
   const qk::VF q = hn::Add(qk::RoundEven(hn::Mul(v, k.inv)), k.z);
   qk::VF c = hn::IfThenElse(hn::Gt(q, k.lo), q, k.lo);
   c = hn::IfThenElse(hn::Lt(c, k.hi), c, k.hi);
-  hn::StoreU(hn::DemoteTo(qk::DU8(), hn::ConvertTo(qk::DI(), c)), qk::DU8(), y);
+  return hn::ConvertTo(qk::DI(), c);
 }
 
 // The same codes in fewer instructions where |v inv| < 2^22 for every input (MagicFits): in
-// the magic-number domain (common-inl.h qk::kMagic = M) adding z and clamping stay exact, and
-// the code is the low byte of the float's bits (M's are 0x4B400000). No rounding, conversion
-// or saturating demotion.
-using qk::kMagic;
+// the magic-number domain adding z and clamping stay exact, and the code is the float's bits
+// minus M's. No rounding or conversion.
 struct MagicConsts {
   qk::VF inv, m, z, lo, hi;  // lo, hi: + M
 };
@@ -233,21 +248,35 @@ HWY_INLINE MagicConsts Magic(OutQuant q) {
   return {hn::Set(df, q.inv), hn::Set(df, kMagic), hn::Set(df, q.zero_point), hn::Set(df, q.lo + kMagic),
           hn::Set(df, q.hi + kMagic)};
 }
-// The low byte of each lane (Highway 1.0.3's AVX3_DL TruncateTo to bytes permutes whole lanes
-// instead: vpmovdb here).
-HWY_INLINE hn::Vec<qk::DU8> LowBytes(hn::Vec<hn::RebindToUnsigned<qk::DF>> v) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return hn::Vec<qk::DU8>{_mm512_cvtepi32_epi8(v.raw)};
-#else
-  return hn::TruncateTo(qk::DU8(), v);
-#endif
-}
 // t = fl(v inv) + M is M + round_half_even(v inv) where |v inv| < 2^22 and lies past the
 // clamp's ends elsewhere (for zero points and bounds below 2^21); NaN clamps to lo (GtOr).
-HWY_INLINE void Requant(qk::VF v, const MagicConsts& k, std::uint8_t* y) {
+HWY_INLINE qk::VI Code(qk::VF v, const MagicConsts& k) {
   const qk::VF t = hn::Add(hn::Add(hn::Mul(v, k.inv), k.m), k.z);
   const qk::VF c = qk::LtOr(qk::GtOr(t, k.lo), k.hi);
-  hn::StoreU(LowBytes(hn::BitCast(hn::RebindToUnsigned<qk::DF>(), c)), qk::DU8(), y);
+  return hn::Sub(hn::BitCast(qk::DI(), c), hn::Set(qk::DI(), kMagicBits));
+}
+
+// One vector of codes 0 .. 255 as kNF bytes.
+HWY_INLINE void StoreCodes(qk::VI c, std::uint8_t* p) {
+  hn::StoreU(hn::DemoteTo(qk::DU8(), c), qk::DU8(), p);
+}
+
+// y[i] for the whole vectors of n: code_at(i) gives the codes of elements i .. i + kNF, four
+// vectors' in one store (StoreBytes4: two packs and a permute per four vectors, where a
+// demotion per vector took three shuffles on AVX2). 2^20 elements, avx2, with the input's
+// magic-number dequantization (Dequant): int8 add 186-194 -> 152 us, requantize 139-143 ->
+// 108-109, quantize_u8 65-67 -> 48-50 (784,000 floats); avx512_vnni unchanged (77-82 us add).
+template <class CodeAt>
+HWY_INLINE std::int64_t CodeVectors(std::int64_t n, std::uint8_t* y, CodeAt code_at) {
+  constexpr std::int64_t N = qk::kNF;
+  std::int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    qk::VI c[4];
+    for (int j = 0; j < 4; ++j) c[j] = code_at(i + j * N);
+    qk::StoreBytes4(c, y + i);
+  }
+  for (; i + N <= n; i += N) StoreCodes(code_at(i), y + i);
+  return i;
 }
 
 // Whether every v = op(x_a, x_b) of the inputs' codes (0..255) has |v inv| < 2^22 with room
@@ -262,8 +291,8 @@ double MaxAbs(InQuant q) {
 }
 
 // q = clamp(nearbyint(x inv) + zp, lo, hi): with lo, hi codes and zp an integer below 2^21,
-// Requant's magic-number domain on x itself (x may be anything: huge values lie past the
-// clamp, NaN goes to lo); else the plain loop (vroundps in the current rounding mode).
+// the magic-number domain on x itself (x may be anything: huge values lie past the clamp, NaN
+// goes to lo); else the plain loop (vroundps in the current rounding mode).
 void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp, float lo, float hi,
                   std::uint8_t* __restrict q) {
   std::int64_t i = 0;
@@ -271,7 +300,7 @@ void QuantizeImpl(const float* __restrict x, std::int64_t n, float inv, float zp
       hi == __builtin_nearbyintf(hi) && zp == __builtin_nearbyintf(zp) && zp > -2097152.0f &&
       zp < 2097152.0f) {
     const MagicConsts k = Magic(OutQuant{inv, zp, lo, hi});
-    for (; i + qk::kNF <= n; i += qk::kNF) Requant(hn::LoadU(qk::DF(), x + i), k, q + i);
+    i = CodeVectors(n, q, [&](std::int64_t j) { return Code(hn::LoadU(qk::DF(), x + j), k); });
   }
   for (; i < n; ++i) {
     const float v = __builtin_nearbyintf(x[i] * inv) + zp;
@@ -292,42 +321,53 @@ HWY_INLINE qk::VF Apply(qk::VF a, qk::VF b) {
 }
 
 // Full vectors, then the tail through kNF-element buffers (as FakeQuant).
-template <BinaryOp kOp, class Out>
+template <BinaryOp kOp, bool kMagicIn, class Out>
 void BinaryLoop(const std::uint8_t* __restrict a, std::int64_t sa, InQuant in_a,
                 const std::uint8_t* __restrict b, std::int64_t sb, InQuant in_b, std::int64_t n,
                 const Out& ko, std::uint8_t* __restrict y) {
   constexpr std::int64_t N = qk::kNF;
-  const InConsts ka = Consts(in_a), kb = Consts(in_b);
+  const InConsts ka = Consts<kMagicIn>(in_a), kb = Consts<kMagicIn>(in_b);
   const qk::VF ca = DequantOne(a[0], in_a), cb = DequantOne(b[0], in_b);  // when broadcast
+  const auto xa = [&](const std::uint8_t* p) { return sa != 0 ? Dequant<kMagicIn>(p, ka) : ca; };
+  const auto xb = [&](const std::uint8_t* p) { return sb != 0 ? Dequant<kMagicIn>(p, kb) : cb; };
   std::int64_t i = 0;
   if (sa != 0 && sb != 0) {
-    for (; i + N <= n; i += N) Requant(Apply<kOp>(Dequant(a + i, ka), Dequant(b + i, kb)), ko, y + i);
+    i = CodeVectors(n, y, [&](std::int64_t j) { return Code(Apply<kOp>(xa(a + j), xb(b + j)), ko); });
   } else if (sa != 0) {
-    for (; i + N <= n; i += N) Requant(Apply<kOp>(Dequant(a + i, ka), cb), ko, y + i);
+    i = CodeVectors(n, y, [&](std::int64_t j) { return Code(Apply<kOp>(xa(a + j), cb), ko); });
   } else if (sb != 0) {
-    for (; i + N <= n; i += N) Requant(Apply<kOp>(ca, Dequant(b + i, kb)), ko, y + i);
+    i = CodeVectors(n, y, [&](std::int64_t j) { return Code(Apply<kOp>(ca, xb(b + j)), ko); });
   } else {
-    for (; i + N <= n; i += N) Requant(Apply<kOp>(ca, cb), ko, y + i);
+    i = CodeVectors(n, y, [&](std::int64_t) { return Code(Apply<kOp>(ca, cb), ko); });
   }
   if (N == 1 || i == n) return;
   std::uint8_t ab[N] = {}, bb[N] = {}, yb[N];
   if (sa != 0) std::memcpy(ab, a + i, n - i);
   if (sb != 0) std::memcpy(bb, b + i, n - i);
-  Requant(Apply<kOp>(sa != 0 ? Dequant(ab, ka) : ca, sb != 0 ? Dequant(bb, kb) : cb), ko, yb);
+  StoreCodes(Code(Apply<kOp>(xa(ab), xb(bb)), ko), yb);
   std::memcpy(y + i, yb, n - i);
+}
+
+template <bool kMagicIn, class Out>
+void BinaryOps(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
+               std::int64_t sb, InQuant in_b, std::int64_t n, const Out& out, std::uint8_t* y) {
+  switch (op) {
+    case BinaryOp::Add:
+      return BinaryLoop<BinaryOp::Add, kMagicIn>(a, sa, in_a, b, sb, in_b, n, out, y);
+    case BinaryOp::AddReLU:
+      return BinaryLoop<BinaryOp::AddReLU, kMagicIn>(a, sa, in_a, b, sb, in_b, n, out, y);
+    case BinaryOp::Mul:
+      return BinaryLoop<BinaryOp::Mul, kMagicIn>(a, sa, in_a, b, sb, in_b, n, out, y);
+  }
 }
 
 template <class Out>
 void BinaryOps(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
                std::int64_t sb, InQuant in_b, std::int64_t n, const Out& out, std::uint8_t* y) {
-  switch (op) {
-    case BinaryOp::Add:
-      return BinaryLoop<BinaryOp::Add>(a, sa, in_a, b, sb, in_b, n, out, y);
-    case BinaryOp::AddReLU:
-      return BinaryLoop<BinaryOp::AddReLU>(a, sa, in_a, b, sb, in_b, n, out, y);
-    case BinaryOp::Mul:
-      return BinaryLoop<BinaryOp::Mul>(a, sa, in_a, b, sb, in_b, n, out, y);
-  }
+  if (MagicIn(in_a) && MagicIn(in_b))
+    BinaryOps<true>(op, a, sa, in_a, b, sb, in_b, n, out, y);
+  else
+    BinaryOps<false>(op, a, sa, in_a, b, sb, in_b, n, out, y);
 }
 
 void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_a, const std::uint8_t* b,
@@ -340,18 +380,26 @@ void BinaryImpl(BinaryOp op, const std::uint8_t* a, std::int64_t sa, InQuant in_
     BinaryOps(op, a, sa, in_a, b, sb, in_b, n, Consts(out), y);
 }
 
-template <class Out>
+template <bool kMagicIn, class Out>
 void RequantizeLoop(const std::uint8_t* __restrict x, std::int64_t n, InQuant in, const Out& ko,
                     std::uint8_t* __restrict y) {
   constexpr std::int64_t N = qk::kNF;
-  const InConsts k = Consts(in);
-  std::int64_t i = 0;
-  for (; i + N <= n; i += N) Requant(Dequant(x + i, k), ko, y + i);
+  const InConsts k = Consts<kMagicIn>(in);
+  const std::int64_t i =
+      CodeVectors(n, y, [&](std::int64_t j) { return Code(Dequant<kMagicIn>(x + j, k), ko); });
   if (N == 1 || i == n) return;
   std::uint8_t xb[N] = {}, yb[N];
   std::memcpy(xb, x + i, n - i);
-  Requant(Dequant(xb, k), ko, yb);
+  StoreCodes(Code(Dequant<kMagicIn>(xb, k), ko), yb);
   std::memcpy(y + i, yb, n - i);
+}
+
+template <class Out>
+void RequantizeLoop(const std::uint8_t* x, std::int64_t n, InQuant in, const Out& ko, std::uint8_t* y) {
+  if (MagicIn(in))
+    RequantizeLoop<true>(x, n, in, ko, y);
+  else
+    RequantizeLoop<false>(x, n, in, ko, y);
 }
 
 void RequantizeImpl(const std::uint8_t* x, std::int64_t n, InQuant in, OutQuant out, std::uint8_t* y) {
