@@ -19,40 +19,40 @@
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
 
-// max |x| over len <= block values; *bad when one is NaN or +-inf. On the bits of |x| as
-// integers (their order for non-negative floats, with +inf and then NaN above every finite
-// value): one integer max per vector, on any of the vector pipes, and the check on the result.
-// (The blocks of whole groups take WholeGroupAmax.)
-HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
-  const DF df;
+// The bits of |x| for kNF values as integers: their order is the floats' for non-negative
+// values, with +inf and then NaN above every finite value (from kNonFinite up), so that an
+// integer max, on any of the vector pipes, finds the amax and flags NaN / inf at once.
+constexpr std::int32_t kNonFinite = 0x7f800000;
+HWY_INLINE VI MagnitudeBits(const float* x) {
   const DI di;
-  const VI magnitude = hn::Set(di, 0x7fffffff);
+  return hn::And(hn::BitCast(di, hn::LoadU(DF(), x)), hn::Set(di, 0x7fffffff));
+}
+
+// max |x| over len <= block values; *bad when one is NaN or +-inf. (The blocks of whole groups
+// take WholeGroupAmax.)
+HWY_INLINE float BlockAmax(const float* x, std::int64_t len, bool* bad) {
+  const DI di;
   VI mx = hn::Zero(di);
   std::int64_t i = 0;
-  for (; i + kNF <= len; i += kNF)
-    mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
+  for (; i + kNF <= len; i += kNF) mx = hn::Max(mx, MagnitudeBits(x + i));
   if (kNF > 1 && i < len) {
     float buf[kNF] = {};
     std::memcpy(buf, x + i, (len - i) * sizeof(float));
-    mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, buf)), magnitude));
+    mx = hn::Max(mx, MagnitudeBits(buf));
   }
   const std::int32_t bits = hn::GetLane(hn::MaxOfLanes(di, mx));
-  *bad = bits >= 0x7f800000;
+  *bad = bits >= kNonFinite;
   float amax;
   std::memcpy(&amax, &bits, sizeof amax);
   return amax;
 }
 
-// The lane-wise maxima of |x|'s bits over a block of kVectors whole vectors (BlockMaxima
+// The lane-wise maxima of MagnitudeBits over a block of kVectors whole vectors (BlockMaxima
 // reduces them across lanes).
 template <std::int64_t kVectors>
 HWY_INLINE VI LaneAmax(const float* x) {
-  const DF df;
-  const DI di;
-  const VI magnitude = hn::Set(di, 0x7fffffff);
-  VI mx = hn::And(hn::BitCast(di, hn::LoadU(df, x)), magnitude);
-  for (std::int64_t i = 1; i < kVectors; ++i)
-    mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::LoadU(df, x + i * kNF)), magnitude));
+  VI mx = MagnitudeBits(x);
+  for (std::int64_t i = 1; i < kVectors; ++i) mx = hn::Max(mx, MagnitudeBits(x + i * kNF));
   return mx;
 }
 
@@ -152,7 +152,7 @@ HWY_INLINE void WholeGroupAmax(const float* x, std::int64_t block, Group& g) {
     for (std::int64_t j = 0; j < kNF; ++j) m[j] = LaneAmax<kVectors>(x + (v * kNF + j) * block);
     const VI mx = BlockMaxima(m);
     hn::StoreU(hn::BitCast(df, mx), df, g.amax + v * kNF);
-    if (HWY_UNLIKELY(!hn::AllFalse(di, hn::Gt(mx, hn::Set(di, 0x7f7fffff)))))
+    if (HWY_UNLIKELY(!hn::AllFalse(di, hn::Gt(mx, hn::Set(di, kNonFinite - 1)))))
       for (std::int64_t j = 0; j < kNF; ++j)
         if (!(g.amax[v * kNF + j] <= std::numeric_limits<float>::max())) g.bad |= 1u << (v * kNF + j);
   }
