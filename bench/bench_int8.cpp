@@ -66,6 +66,7 @@
 using namespace qat;
 using namespace qat::quant;
 using bench::seconds_per_call;
+using bench::seconds_per_call_pair;
 
 namespace {
 
@@ -199,13 +200,12 @@ std::pair<double, double> time_linear(std::int64_t N, std::int64_t K, std::int64
   std::vector<float> scale(O, 0.0007f * 0.05f), bias(O, 0.0007f * 0.05f * 17);
   const int8::PackedWeights pw = int8::pack_weights(wq.data(), O, K, narrow);
   const int8::Requant rq{scale.data(), bias.data(), 1.0f / 0.05f, 3, 3, 255};
-  const double t8 =
-      seconds_per_call([&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, rq, yq.data(), O); });
   std::vector<float> xf(N * K, 0.5f), wf(O * K, 0.25f), yf(N * O);
-  const double t32 = seconds_per_call([&] {
-    detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
-  });
-  return {t8, t32};
+  return seconds_per_call_pair(
+      [&] { int8::gemm_u8s8_packed(xq.data(), N, K, 128, pw, rq, yq.data(), O); },
+      [&] {
+        detail::gemm<float>(false, true, N, O, K, 1, xf.data(), K, wf.data(), K, 0, yf.data(), O);
+      });
 }
 
 // {quads + excess s, int16 pairs s}: the CNN's conv2 (16 -> 32 channels, 5 x 5, padding 2, a
@@ -226,12 +226,14 @@ std::pair<double, double> time_conv_excess(double wide) {
     x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(gen.uniform() < wide  ? 128 + gen.below(128)
                                                           : gen.uniform() < 0.5 ? 0
                                                                                 : gen.below(128));
-  int8::set_quads_policy(int8::QuadsPolicy::Always);
-  const double tq = seconds_per_call([&] { layer.forward(x); });
-  int8::set_quads_policy(int8::QuadsPolicy::Never);
-  const double tp = seconds_per_call([&] { layer.forward(x); });
+  const auto forward = [&](int8::QuadsPolicy p) {
+    int8::set_quads_policy(p);
+    layer.forward(x);
+  };
+  const auto t = seconds_per_call_pair([&] { forward(int8::QuadsPolicy::Always); },
+                                       [&] { forward(int8::QuadsPolicy::Never); });
   int8::set_quads_policy(int8::QuadsPolicy::Auto);
-  return {tq, tp};
+  return t;
 }
 
 // {grouped kernel s, whole DynamicQuantizedLinear forward s (float in: per-row quantization +
@@ -290,9 +292,7 @@ std::pair<double, double> time_linear_layers_batch1(std::int64_t K, std::int64_t
   nn::Linear f(K, O);
   const Tensor xf = Tensor::uniform(Shape{1, K}, 0, 1, gen);
   NoGradGuard ng;
-  const double t8 = seconds_per_call([&] { q.forward(xq); });
-  const double t32 = seconds_per_call([&] { f.forward(xf); });
-  return {t8, t32};
+  return seconds_per_call_pair([&] { q.forward(xq); }, [&] { f.forward(xf); });
 }
 
 // --rows: the machine-readable lines for the current path
@@ -351,8 +351,7 @@ int print_rows(bool torch) {
     f->eval();
     const Tensor x = inputs(Shape{1, 28, 28}, 64);
     NoGradGuard ng;
-    const double t32 = seconds_per_call([&] { f->forward(x); });
-    const double t8 = seconds_per_call([&] { q->forward(x); });
+    const auto [t32, t8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
     std::printf("ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", tag, t32 / t8,
                 cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
     const auto it = rows.find({"cnn", 64});
@@ -486,8 +485,7 @@ int main(int argc, char** argv) {
       NoGradGuard ng;
       for (cpu::Isa isa : paths) {
         cpu::IsaGuard guard(isa);
-        const double t32 = seconds_per_call([&] { f->forward(x); });
-        const double t8 = seconds_per_call([&] { q->forward(x); });
+        const auto [t32, t8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
         std::printf("%-12s %-7s %6lld %8.1f us %8.1f us %8.2fx", cpu::isa_name(isa), m.name,
                     static_cast<long long>(batch), t8 * 1e6, t32 * 1e6, t32 / t8);
         if (layers) {  // each child on the previous child's output
