@@ -116,7 +116,8 @@ BOOST_AUTO_TEST_CASE(fake_quant_far_outside_the_grid) {
     F ref(n);
     U8 mref(n);
     quant::detail::fq_run<float>(x.data(), ref.data(), mref.data(), n, scale, zp, qmin, qmax);
-    for_each_isa([&](cpu::Isa) {
+    // (copies of the bindings: clang 14 captures no structured binding)
+    for_each_isa([&, scale = scale, zp = zp, qmin = qmin, qmax = qmax](cpu::Isa) {
       BOOST_TEST_CONTEXT("scale " << scale << " zero point " << zp) {
         F y(n);
         U8 bits((n + 7) / 8 + 1, kFill);

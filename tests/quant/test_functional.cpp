@@ -433,8 +433,8 @@ BOOST_AUTO_TEST_CASE(int8_kernels_match_scalar_reference) {
       {{0.02f, 2.5f}, {0.25f, 3}, {1.0f / 0.037f, 120, 3, 250}},
       {{0.5f, 128}, {1e-5f, 3000000.0f}, {2.0f, 64, 0, 255}},
   };
-  for (const auto& [ia, ib, out] : configs)
-    for_each_isa([&](cpu::Isa) {
+  for (const auto& config : configs)  // (not a structured binding: clang 14 cannot capture one)
+    for_each_isa([&, &ia = config.ia, &ib = config.ib, &out = config.out](cpu::Isa) {
       for (std::int64_t n : {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 65, 1001}) {
         const Tensor a = codes(Shape{n}, {}, 0, 255, 50 + n), b = codes(Shape{n}, {}, 0, 255, 60 + n);
         const auto* pa = a.data<std::uint8_t>();

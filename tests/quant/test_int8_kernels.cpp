@@ -842,7 +842,7 @@ BOOST_AUTO_TEST_CASE(transpose_and_dequantize_match_plain_loops) {
     U8 want(cols * ldd, 0xEE);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c) want[c * ldd + r] = src[r * lds + c];
-    for_each_int8_isa([&](cpu::Isa) {
+    for_each_int8_isa([&, rows = rows, cols = cols](cpu::Isa) {  // (clang 14 captures no binding)
       U8 got(cols * ldd, 0xEE);
       int8::kernels::transpose_u8(src.data(), rows, cols, lds, got.data(), ldd);
       BOOST_TEST(mismatches(got, want) == 0, "transpose " << rows << " x " << cols);

@@ -270,7 +270,8 @@ BOOST_AUTO_TEST_CASE(amax_matches_reference) {
         terms[i] = (mref[i] & 2) ? dy[i] : (mref[i] & 4) ? -dy[i] : 0.0f;
       }
       const double da_ref = chunk128(terms);
-      for_each_isa([&](cpu::Isa) {
+      // (copies of the bindings: clang 14 captures no structured binding)
+      for_each_isa([&, is_signed = is_signed, qmin = qmin, qmax = qmax, amax = amax](cpu::Isa) {
         BOOST_TEST_CONTEXT("signed " << is_signed << " [" << qmin << ", " << qmax << "] amax " << amax
                                      << " n " << n) {
           F y(n), dx(n);

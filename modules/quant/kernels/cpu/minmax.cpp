@@ -70,7 +70,18 @@ struct Ranges {
     const DF df;
     const VF l = hn::Min(hn::Min(lo[0], lo[1]), hn::Min(lo[2], lo[3]));
     const VF h = hn::Max(hn::Max(hi[0], hi[1]), hn::Max(hi[2], hi[3]));
+#if HWY_TARGET == HWY_EMU128
+    // Highway 1.0.3's EMU128 MinOfLanes / MaxOfLanes start from the highest / lowest finite
+    // float, which turns lanes that are all +inf (-inf) into +FLT_MAX (-FLT_MAX): the lanes
+    // reduced here instead (a clang build, or GCC from 12.3, has EMU128 as its generic target)
+    HWY_ALIGN float ls[kNF], hs[kNF];
+    hn::Store(l, df, ls);
+    hn::Store(h, df, hs);
+    a = ls[0], b = hs[0];
+    for (std::int64_t i = 1; i < kNF; ++i) a = ls[i] < a ? ls[i] : a, b = hs[i] > b ? hs[i] : b;
+#else
     a = hn::GetLane(hn::MinOfLanes(df, l)), b = hn::GetLane(hn::MaxOfLanes(df, h));
+#endif
     bool any = !hn::AllFalse(df, nan);
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = t[i];
