@@ -185,10 +185,15 @@ kernels::Excess excess_at(std::int64_t d, std::uint8_t a) {
   return {static_cast<std::int32_t>(d / 4), static_cast<std::uint32_t>(a - 127) << (8 * (d % 4))};
 }
 
-// Row m's entries are ex[row[m] .. row[m + 1]) (at, table, next: scratch of the search). Kept per
-// thread between calls (no allocation in steady state).
+// Row m's entries are ex[row[m] .. row[m + 1]) (at, table, next, placed: scratch of the search).
+// Kept per thread between calls (no allocation in steady state).
 struct ExcessLists {
+  struct Placed {
+    std::int64_t m;
+    kernels::Excess e;
+  };
   std::vector<std::int64_t> row, at, table, next;
+  std::vector<Placed> placed;
   std::vector<kernels::Excess> ex;
 };
 
@@ -268,10 +273,40 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
   }
 }
 
+// implicit_excess from the taps of each pixel (ExcessTaps): byte q of image i, pixel u, byte c
+// of the pixel, is read by row i rows + tap.row at place tap.place + c of the run that starts at
+// step tap.step. The entries are made in the order of the bytes, counted per row, then placed.
+void taps_excess(const std::uint8_t* x, std::int64_t M, const ExcessTaps& t, ExcessLists& l) {
+  std::vector<std::int64_t>& at = l.at;
+  at.clear();
+  find_wide(x, M / t.rows * t.img, at);
+  l.row.assign(M + 1, 0);
+  l.placed.resize(static_cast<std::int64_t>(at.size()) * t.most);
+  std::int64_t* const row = l.row.data();
+  ExcessLists::Placed* out = l.placed.data();
+  for (const std::int64_t q : at) {
+    const std::int64_t i = q / t.img, u = q - i * t.img, px = u / t.unit, c = u - px * t.unit;
+    const std::int64_t m0 = i * t.rows;
+    const auto e = static_cast<std::uint32_t>(x[q] - 127);
+    for (const ExcessTaps::Tap *tap = t.tap.data() + t.begin[px], *end = t.tap.data() + t.begin[px + 1];
+         tap < end; ++tap) {
+      const std::int64_t m = m0 + tap->row, d = tap->place + c;
+      *out++ = {m, {tap->step + static_cast<std::int32_t>(d >> 2), e << (8 * (d & 3))}};
+      ++row[m + 1];
+    }
+  }
+  for (std::int64_t m = 0; m < M; ++m) row[m + 1] += row[m];
+  l.ex.resize(row[M]);
+  l.next.assign(l.row.begin(), l.row.end() - 1);
+  std::int64_t* const next = l.next.data();
+  kernels::Excess* const ex = l.ex.data();
+  for (const ExcessLists::Placed* p = l.placed.data(); p < out; ++p) ex[next[p->m]++] = p->e;
+}
+
 // The output-stage tables, then rows split over threads (or channel blocks when rows are few).
 // pool: the GEMM runs over pool->rows mapped rows (a.M: the convolution's rows, for the excess).
 void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, const Requant& rq,
-              bool excess = false, const PooledRows* pool = nullptr) {
+              bool excess = false, const PooledRows* pool = nullptr, const ExcessTaps* taps = nullptr) {
   using namespace kernels;
   // "format F" and, for a narrow packing, the blocks per group of its step order
   const auto layout = [&](int format, std::int64_t group) {
@@ -313,7 +348,9 @@ void run_gemm(kernels::GemmArgs a, const PackedWeights& w, std::int32_t zx, cons
   }
   thread_local ExcessLists lists;
   if (excess) {
-    if (a.row_off)
+    if (taps)
+      taps_excess(a.x, a.M, *taps, lists);
+    else if (a.row_off)
       implicit_excess(a.x, a.M, a.row_off, a.piece_off, w.pieces, w.piece_steps, lists);
     else
       rows_excess(a.x, a.M, w.K, a.ldx, lists);
@@ -377,7 +414,7 @@ void gemm_u8s8_packed(const std::uint8_t* x, std::int64_t M, std::int64_t ldx, s
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
-                        const std::uint8_t* x_narrow, const PooledRows* pool) {
+                        const std::uint8_t* x_narrow, const PooledRows* pool, const ExcessTaps* taps) {
   QAT_REQUIRE(w.format != static_cast<int>(kernels::PackFormat::Winograd), "int8::gemm_u8s8_implicit",
               "weights packed by pack_weights (Winograd's form) are for gemm_u8s8_packed: pack them "
               "with pack_weights_pieces");
@@ -396,7 +433,57 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
   a.piece_off = piece_off;
   a.y = y;
   a.ldy = ldy;
-  run_gemm(a, w, zx, rq, w.narrow && x_narrow != nullptr, pool);
+  const bool excess = w.narrow && x_narrow != nullptr;
+  if (excess && taps) {  // the rows repeat per image as the taps say
+    QAT_REQUIRE(taps->rows > 0 && M % taps->rows == 0, "int8::gemm_u8s8_implicit", "M (", M,
+                ") is not a whole number of images of ", taps->rows, " rows");
+    for (std::int64_t m = 0; m < M; ++m)
+      QAT_REQUIRE(row_off[m] == m / taps->rows * taps->img + row_off[m % taps->rows],
+                  "int8::gemm_u8s8_implicit", "row_off[", m, "] = ", row_off[m],
+                  " does not repeat the first image's rows every ", taps->img, " bytes");
+  }
+  run_gemm(a, w, zx, rq, excess, pool, excess ? taps : nullptr);
+}
+
+ExcessTaps excess_taps(const std::int64_t* row_off, std::int64_t rows, std::int64_t img,
+                       const std::int64_t* piece_off, std::int64_t pieces, std::int64_t piece_bytes,
+                       std::int64_t piece_steps, std::int64_t unit) {
+  const char* fn = "int8::excess_taps";
+  QAT_REQUIRE(unit > 0 && rows > 0 && pieces > 0 && img % unit == 0 && piece_bytes % unit == 0 &&
+                  piece_bytes <= 4 * piece_steps,
+              fn, "needs whole pixels: unit ", unit, ", rows ", rows, ", img ", img, ", pieces ", pieces,
+              ", piece_bytes ", piece_bytes, ", piece_steps ", piece_steps);
+  ExcessTaps t;
+  t.unit = unit;
+  t.img = img;
+  t.rows = rows;
+  const std::int64_t pixels = img / unit;
+  t.begin.assign(pixels + 1, 0);
+  // each (row, run, pixel of the run): counted per pixel, then placed in the same order
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::int64_t> next(t.begin.begin(), t.begin.end() - 1);
+    if (pass == 1) t.tap.resize(t.begin[pixels]);
+    for (std::int64_t m = 0; m < rows; ++m)
+      for (std::int64_t p = 0; p < pieces; ++p) {
+        const std::int64_t start = row_off[m] + piece_off[p];
+        QAT_REQUIRE(start >= 0 && start % unit == 0 && start + piece_bytes <= img, fn, "row ", m,
+                    " run ", p, " at byte ", start, " is not whole pixels of image of ", img, " bytes");
+        for (std::int64_t d = 0; d < piece_bytes; d += unit) {
+          const std::int64_t u = (start + d) / unit;
+          if (pass == 0)
+            ++t.begin[u + 1];
+          else
+            t.tap[next[u]++] = {static_cast<std::int32_t>(m), static_cast<std::int32_t>(p * piece_steps),
+                                static_cast<std::int32_t>(d)};
+        }
+      }
+    if (pass == 0)
+      for (std::int64_t u = 0; u < pixels; ++u) {
+        t.most = std::max(t.most, t.begin[u + 1]);
+        t.begin[u + 1] += t.begin[u];
+      }
+  }
+  return t;
 }
 
 void linear_u8s8(const std::uint8_t* x, std::int64_t N, std::int64_t K, std::int32_t zx,

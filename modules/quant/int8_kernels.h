@@ -125,10 +125,35 @@ struct PooledRows {
   const std::int64_t* map;
   std::int64_t rows;
 };
+/// Where an implicit GEMM reads each input pixel (`unit` bytes), for the excess of inputs above
+/// 127: the (row, run) places of every pixel of one image, found once per geometry, so that the
+/// excess lists need no search (a convolution's 5 x 5 window gives each pixel 25 places). For
+/// rows and bytes that repeat per image: row m + i rows at row_off[m] + i img, every row and run
+/// at a whole pixel, each run piece_bytes (a multiple of unit) long.
+struct ExcessTaps {
+  struct Tap {
+    std::int32_t row;    ///< the row, within its image
+    std::int32_t step;   ///< the row's first step of the run (p piece_steps)
+    std::int32_t place;  ///< the pixel's first byte in the run
+  };
+  std::int64_t unit = 0, img = 0, rows = 0;  ///< bytes per pixel; bytes and rows per image
+  std::int64_t most = 0;                     ///< the most taps of a pixel
+  std::vector<std::int64_t> begin;           ///< pixel u's taps: tap[begin[u] .. begin[u + 1])
+  std::vector<Tap> tap;
+};
+/// The taps of the implicit GEMM's first image (rows [0, rows) at row_off, runs of piece_bytes at
+/// piece_off[0 .. pieces), piece_steps steps of 4 bytes each in the packing). Throws where rows
+/// or runs do not start at whole pixels or reach past the image.
+ExcessTaps excess_taps(const std::int64_t* row_off, std::int64_t rows, std::int64_t img,
+                       const std::int64_t* piece_off, std::int64_t pieces, std::int64_t piece_bytes,
+                       std::int64_t piece_steps, std::int64_t unit);
+
+/// `taps` (with x_narrow; optional): the excess lists from them (M a whole number of images).
 void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                         const std::int64_t* piece_off, std::int32_t zx, const PackedWeights& w,
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
-                        const std::uint8_t* x_narrow = nullptr, const PooledRows* pool = nullptr);
+                        const std::uint8_t* x_narrow = nullptr, const PooledRows* pool = nullptr,
+                        const ExcessTaps* taps = nullptr);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "framework/tensor/parallel.h"
@@ -54,12 +55,14 @@ struct GemmRows {
   using Key = std::array<std::int64_t, 17>;
   Key key;
   std::vector<std::int64_t> row_off, piece_off, pool_map;
+  // the pixels' places for the excess of narrow quads (int8::ExcessTaps), built at first need
+  std::optional<int8::ExcessTaps> taps;
 };
 
 GemmRows make_gemm_rows(const GemmRows::Key& key) {
   const auto [chunk, Ho, Wo, pool, timg, img, Wp, run, C, eb, sh, sw, dh, dw, runs, kr, kw] = key;
   const bool tall = timg > 0;
-  GemmRows g{key, {}, {}, {}};
+  GemmRows g{key, {}, {}, {}, {}};
   g.row_off.resize(chunk * Ho * Wo);
   for (std::int64_t i = 0; i < chunk; ++i)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
@@ -81,9 +84,9 @@ GemmRows make_gemm_rows(const GemmRows::Key& key) {
 }
 
 // This thread's tables for `key` (up to 16 geometries, the oldest dropped first).
-const GemmRows& gemm_rows(const GemmRows::Key& key) {
+GemmRows& gemm_rows(const GemmRows::Key& key) {
   thread_local std::vector<GemmRows> seen;
-  for (const GemmRows& g : seen)
+  for (GemmRows& g : seen)
     if (g.key == key) return g;
   if (seen.size() == 16) seen.erase(seen.begin());
   seen.push_back(make_gemm_rows(key));
@@ -170,8 +173,13 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   };
   const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
-  const GemmRows& gr = gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, timg, img, Wp, run, C, eb, sh, sw, dh, dw,
-                                  runs ? 1 : 0, tall ? 1 : kh, kw});
+  GemmRows& gr = gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, timg, img, Wp, run, C, eb, sh, sw, dh, dw,
+                            runs ? 1 : 0, tall ? 1 : kh, kw});
+  // the excess lists from each pixel's places (one run of kw C bytes per kernel row) instead of
+  // a search per byte above 127 and kernel row
+  if (clamp && runs && !tall && !gr.taps)
+    gr.taps = int8::excess_taps(gr.row_off.data(), Ho * Wo, img, gr.piece_off.data(), pieces, kw * C,
+                                st.packed[0].piece_steps, C);
   const std::vector<std::int64_t>&row_off = gr.row_off, &piece_off = gr.piece_off,
         &pool_map = gr.pool_map;
   QAT_CHECK(static_cast<std::int64_t>(piece_off.size()) == pieces);  // the packing's runs
@@ -221,7 +229,8 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
       const int8::PooledRows rows{pool_map.data(), nc * P * int8::kernels::kPoolWindow};
       int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * Ho * Wo, row_off.data(), piece_off.data(), zx,
                                st.packed[g], rq, yc + g * Og, O,
-                               clamp ? xnarrow.data() + g * Cg : nullptr, pool ? &rows : nullptr);
+                               clamp ? xnarrow.data() + g * Cg : nullptr, pool ? &rows : nullptr,
+                               clamp && runs && !tall ? &*gr.taps : nullptr);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

@@ -436,6 +436,76 @@ BOOST_AUTO_TEST_CASE(narrow_packing_adds_the_excess_of_wide_inputs) {
       }
 }
 
+// excess_taps against a brute-force search: a 3 x 3 convolution's rows (stride 1 and 2) over a
+// padded image of 5-byte pixels, one run per kernel row; every byte of the image read by row m
+// through run p at place d has exactly one tap {m, p piece_steps, d - its byte in the pixel} in
+// its pixel's list, and no other taps exist. Misplaced rows, and row offsets that do not repeat
+// per image, are refused.
+BOOST_AUTO_TEST_CASE(excess_taps_place_every_read_pixel) {
+  const std::int64_t C = 5, Hp = 7, Wp = 8, img = Hp * Wp * C, k = 3, L = k * C, psteps = (L + 3) / 4;
+  for (const std::int64_t stride : {1, 2}) {
+    const std::int64_t Ho = (Hp - k) / stride + 1, Wo = (Wp - k) / stride + 1, rows = Ho * Wo;
+    std::vector<std::int64_t> row_off, piece_off;
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow) row_off.push_back((oh * stride * Wp + ow * stride) * C);
+    for (std::int64_t r = 0; r < k; ++r) piece_off.push_back(r * Wp * C);
+    const int8::ExcessTaps t =
+        int8::excess_taps(row_off.data(), rows, img, piece_off.data(), k, L, psteps, C);
+    BOOST_TEST(t.begin.size() == static_cast<std::size_t>(Hp * Wp + 1));
+    std::int64_t found = 0, most = 0;
+    for (std::int64_t u = 0; u < Hp * Wp; ++u) most = std::max(most, t.begin[u + 1] - t.begin[u]);
+    BOOST_TEST(t.most == most);
+    for (std::int64_t q = 0; q < img; q += C)  // each pixel's first byte
+      for (std::int64_t m = 0; m < rows; ++m)
+        for (std::int64_t p = 0; p < k; ++p) {
+          const std::int64_t d = q - row_off[m] - piece_off[p];
+          if (d < 0 || d >= L) continue;
+          ++found;
+          std::int64_t hits = 0;
+          for (std::int64_t j = t.begin[q / C]; j < t.begin[q / C + 1]; ++j)
+            hits += t.tap[j].row == m && t.tap[j].step == p * psteps && t.tap[j].place == d;
+          BOOST_TEST(hits == 1,
+                     "stride " << stride << " pixel " << q / C << " row " << m << " run " << p);
+        }
+    BOOST_TEST(found == static_cast<std::int64_t>(t.tap.size()));
+    BOOST_TEST(found == rows * k * k);
+    // a row that starts inside a pixel, a run past the image
+    std::vector<std::int64_t> bad = row_off;
+    bad[1] += 1;
+    BOOST_CHECK_THROW(int8::excess_taps(bad.data(), rows, img, piece_off.data(), k, L, psteps, C),
+                      Error);
+    BOOST_CHECK_THROW(
+        int8::excess_taps(row_off.data(), rows, img - Wp * C, piece_off.data(), k, L, psteps, C), Error);
+    // gemm_u8s8_implicit checks that the rows repeat per image as the taps say (on the paths
+    // that read an excess: a native quads packing has none)
+    for_each_int8_isa([&](cpu::Isa) {
+      const std::int64_t O = 3;
+      std::vector<std::int8_t> w(O * k * L);
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i * 7 % 255 - 127);
+      const int8::PackedWeights pw = int8::pack_weights_pieces(w.data(), O, k, L, true);
+      if (!pw.narrow) return;
+      std::vector<std::int64_t> two = row_off;
+      for (std::int64_t m = 0; m < rows; ++m) two.push_back(row_off[m] + img + (m == 2 ? C : 0));
+      U8 x(2 * img + 64), xn(x.size()), y(2 * rows * O);
+      for (std::size_t i = 0; i < x.size(); ++i)  // a third above 127
+        x[i] = static_cast<std::uint8_t>(i * 37 % 256 < 170 ? i * 37 % 128 : 128 + i % 128),
+        xn[i] = std::min<std::uint8_t>(x[i], 127);
+      std::vector<float> scale(O, 0.002f);
+      const int8::Requant rq{scale.data(), nullptr, 1.0f, 0, 0, 255};
+      BOOST_CHECK_THROW(int8::gemm_u8s8_implicit(x.data(), 2 * rows, two.data(), piece_off.data(), 0, pw,
+                                                 rq, y.data(), O, xn.data(), nullptr, &t),
+                        Error);
+      two[rows + 2] -= C;  // now they repeat: the same bytes as without the taps
+      U8 want(2 * rows * O);
+      int8::gemm_u8s8_implicit(x.data(), 2 * rows, two.data(), piece_off.data(), 0, pw, rq, want.data(),
+                               O, xn.data());
+      int8::gemm_u8s8_implicit(x.data(), 2 * rows, two.data(), piece_off.data(), 0, pw, rq, y.data(), O,
+                               xn.data(), nullptr, &t);
+      BOOST_TEST(mismatches(y, want) == 0);
+    });
+  }
+}
+
 // The narrow kernel's step order (pair_schedule): a permutation of the steps per group of
 // blocks, and every pair it takes at once within kPairedStepBound on every int16 lane, checked
 // against the unpacked weights (step s, pair j of channel o: k = 4 s + 2 j, 4 s + 2 j + 1); on
