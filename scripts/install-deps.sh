@@ -3,7 +3,8 @@
 # ones, so a second run costs nothing. Needs root (or sudo) when something is missing.
 # Then onnxruntime-node (npm, into <repo>/.deps) for the ONNX Runtime tests, when absent; without
 # network that step only warns and those tests are skipped.
-# Extra package sets: `install-deps.sh fuzz` (clang + libFuzzer runtime),
+# Extra package sets: `install-deps.sh clang` (clang, its sanitizer and libFuzzer runtimes and
+#                     OpenMP: make test-sanitize and make fuzz; `fuzz` is the same set),
 #                     `install-deps.sh golden` (PyTorch, to regenerate tests/golden/*).
 set -euo pipefail
 
@@ -19,9 +20,9 @@ command -v node >/dev/null || pkgs+=(nodejs)
 command -v npm >/dev/null || pkgs+=(npm)
 for extra in "$@"; do
   case "$extra" in
-    fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+    clang | fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
     golden) pkgs+=(python3-torch python3-numpy) ;;
-    *) echo "install-deps.sh: unknown package set '$extra' (known: fuzz, golden)" >&2; exit 2 ;;
+    *) echo "install-deps.sh: unknown package set '$extra' (known: clang, fuzz, golden)" >&2; exit 2 ;;
   esac
 done
 
