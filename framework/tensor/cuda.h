@@ -111,7 +111,7 @@ class PinnedStager {
 
  private:
   struct Impl;
-  Impl* impl_;
+  [[maybe_unused]] Impl* impl_;  // (unused by the stubs of a build without CUDA)
 };
 
 }  // namespace qat::cuda

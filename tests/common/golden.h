@@ -75,7 +75,7 @@ inline std::vector<GoldenCase> load_golden(const std::string& relative_path) {
       ls >> colon;
       if (colon != ":") fail("expected ':' after the shape");
       const Shape shape(dims);
-      DType dtype;
+      DType dtype = DType::Float32;  // (each branch sets it, or fails)
       if (dt == "f32")
         dtype = DType::Float32;
       else if (dt == "f64")
