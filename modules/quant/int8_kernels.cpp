@@ -299,10 +299,11 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
   if (excess && taps) {  // the rows repeat per image as the taps say
     QAT_REQUIRE(taps->rows > 0 && M % taps->rows == 0, "int8::gemm_u8s8_implicit", "M (", M,
                 ") is not a whole number of images of ", taps->rows, " rows");
-    for (std::int64_t m = 0; m < M; ++m)
-      QAT_REQUIRE(row_off[m] == m / taps->rows * taps->img + row_off[m % taps->rows],
-                  "int8::gemm_u8s8_implicit", "row_off[", m, "] = ", row_off[m],
-                  " does not repeat the first image's rows every ", taps->img, " bytes");
+    for (std::int64_t m0 = 0, shift = 0; m0 < M; m0 += taps->rows, shift += taps->img)
+      for (std::int64_t r = 0; r < taps->rows; ++r)
+        QAT_REQUIRE(row_off[m0 + r] == shift + row_off[r], "int8::gemm_u8s8_implicit", "row_off[",
+                    m0 + r, "] = ", row_off[m0 + r], " does not repeat the first image's rows every ",
+                    taps->img, " bytes");
   }
   run_gemm(a, w, zx, rq, excess, pool, excess ? taps : nullptr);
 }
