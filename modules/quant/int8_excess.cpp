@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -149,8 +150,9 @@ ExcessTaps excess_taps(const std::int64_t* row_off, std::int64_t rows, std::int6
                        const std::int64_t* piece_off, std::int64_t pieces, std::int64_t piece_bytes,
                        std::int64_t piece_steps, std::int64_t unit) {
   const char* fn = "int8::excess_taps";
+  constexpr std::int64_t kMost = std::numeric_limits<std::int32_t>::max();  // (a tap's fields)
   QAT_REQUIRE(unit > 0 && rows > 0 && pieces > 0 && img % unit == 0 && piece_bytes % unit == 0 &&
-                  piece_bytes <= 4 * piece_steps,
+                  piece_bytes <= 4 * piece_steps && rows <= kMost && pieces * piece_steps <= kMost,
               fn, "needs whole pixels: unit ", unit, ", rows ", rows, ", img ", img, ", pieces ", pieces,
               ", piece_bytes ", piece_bytes, ", piece_steps ", piece_steps);
   ExcessTaps t;
