@@ -34,6 +34,18 @@ kernels::Excess excess_at(std::int64_t d, std::uint8_t a) {
   return {static_cast<std::int32_t>(d / 4), static_cast<std::uint32_t>(a - 127) << (8 * (d % 4))};
 }
 
+// The entries l.placed[0 .. end) (made in the order of the bytes, l.row[m + 1] counting row m's)
+// into ex by row, each row's in that order: a counting sort.
+void place_by_row(detail::ExcessLists& l, std::int64_t M, const detail::ExcessLists::Placed* end) {
+  std::int64_t* const row = l.row.data();
+  for (std::int64_t m = 0; m < M; ++m) row[m + 1] += row[m];
+  l.ex.resize(row[M]);
+  l.next.assign(l.row.begin(), l.row.end() - 1);
+  std::int64_t* const next = l.next.data();
+  kernels::Excess* const ex = l.ex.data();
+  for (const detail::ExcessLists::Placed* p = l.placed.data(); p < end; ++p) ex[next[p->m]++] = p->e;
+}
+
 }  // namespace
 
 namespace detail {
@@ -59,21 +71,21 @@ void rows_excess(const std::uint8_t* x, std::int64_t M, std::int64_t K, std::int
 // row_off > v: a table of it every G bytes, then a step or two.
 void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* row_off,
                      const std::int64_t* piece_off, std::int64_t pieces, std::int64_t psteps,
-                     ExcessLists& lists) {
+                     ExcessLists& l) {
   QAT_REQUIRE(std::is_sorted(row_off, row_off + M), "int8::gemm_u8s8_implicit",
               "row_off must be non-decreasing when x_narrow is given");
   const std::int64_t len = psteps * 4;
   const std::int64_t pmin = *std::min_element(piece_off, piece_off + pieces),
                      pmax = *std::max_element(piece_off, piece_off + pieces);
   const std::int64_t lo = row_off[0] + pmin, hi = row_off[M - 1] + pmax + len;
-  std::vector<std::int64_t>& at = lists.at;
+  std::vector<std::int64_t>& at = l.at;
   at.clear();
   find_wide(x + lo, hi - lo, at);
   const std::int64_t base = row_off[0], span = row_off[M - 1] - base + 1;
   // G = 2^g bytes, about half the mean distance of the rows
   const int g =
       std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(1, span / (2 * M)))) - 1;
-  std::vector<std::int64_t>& table = lists.table;  // table[b]: first m, row_off[m] >= base + b G
+  std::vector<std::int64_t>& table = l.table;  // table[b]: first m, row_off[m] >= base + b G
   table.resize(((span - 1) >> g) + 1);
   for (std::int64_t b = 0, m = 0; b < static_cast<std::int64_t>(table.size()); ++b) {
     while (row_off[m] < base + (b << g)) ++m;  // (base + b G <= base + span - 1 = row_off[M - 1])
@@ -86,37 +98,26 @@ void implicit_excess(const std::uint8_t* x, std::int64_t M, const std::int64_t* 
     while (row_off[m] <= v) ++m;
     return m;
   };
-  // two sweeps: count each row's entries, then place them
-  ExcessLists& l = lists;
   l.row.assign(M + 1, 0);
-  std::vector<std::int64_t>& next = lists.next;
-  for (int pass = 0; pass < 2; ++pass) {
-    if (pass == 1) {
-      for (std::int64_t m = 0; m < M; ++m) l.row[m + 1] += l.row[m];
-      l.ex.resize(l.row[M]);
-      next.assign(l.row.begin(), l.row.end() - 1);
-    }
-    for (const std::int64_t off : at) {
-      const std::int64_t q = lo + off;
-      for (std::int64_t p = 0; p < pieces; ++p) {
-        const std::int64_t t = q - piece_off[p];
-        for (std::int64_t m = upper(t - len), m1 = upper(t); m < m1; ++m) {
-          if (pass == 0) {
-            ++l.row[m + 1];
-            continue;
-          }
-          kernels::Excess e = excess_at(t - row_off[m], x[q]);
-          e.step += static_cast<std::int32_t>(p * psteps);
-          l.ex[next[m]++] = e;
-        }
+  l.placed.clear();
+  for (const std::int64_t off : at) {
+    const std::int64_t q = lo + off;
+    for (std::int64_t p = 0; p < pieces; ++p) {
+      const std::int64_t t = q - piece_off[p];
+      for (std::int64_t m = upper(t - len), m1 = upper(t); m < m1; ++m) {
+        kernels::Excess e = excess_at(t - row_off[m], x[q]);
+        e.step += static_cast<std::int32_t>(p * psteps);
+        l.placed.push_back({m, e});
+        ++l.row[m + 1];
       }
     }
   }
+  place_by_row(l, M, l.placed.data() + l.placed.size());
 }
 
 // implicit_excess from the taps of each pixel (ExcessTaps): byte q of image i, pixel u, byte c
 // of the pixel, is read by row i rows + tap.row at place tap.place + c of the run that starts at
-// step tap.step. The entries are made in the order of the bytes, counted per row, then placed.
+// step tap.step.
 void taps_excess(const std::uint8_t* x, std::int64_t M, const ExcessTaps& t, ExcessLists& l) {
   std::vector<std::int64_t>& at = l.at;
   at.clear();
@@ -136,12 +137,7 @@ void taps_excess(const std::uint8_t* x, std::int64_t M, const ExcessTaps& t, Exc
       ++row[m + 1];
     }
   }
-  for (std::int64_t m = 0; m < M; ++m) row[m + 1] += row[m];
-  l.ex.resize(row[M]);
-  l.next.assign(l.row.begin(), l.row.end() - 1);
-  std::int64_t* const next = l.next.data();
-  kernels::Excess* const ex = l.ex.data();
-  for (const ExcessLists::Placed* p = l.placed.data(); p < out; ++p) ex[next[p->m]++] = p->e;
+  place_by_row(l, M, out);
 }
 
 }  // namespace detail

@@ -177,7 +177,8 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
                             runs ? 1 : 0, tall ? 1 : kh, kw});
   // the excess lists from each pixel's places (one run of kw C bytes per kernel row) instead of
   // a search per byte above 127 and kernel row
-  if (clamp && runs && !tall && !gr.taps)
+  const bool taps = clamp && runs && !tall;
+  if (taps && !gr.taps)
     gr.taps = int8::excess_taps(gr.row_off.data(), Ho * Wo, img, gr.piece_off.data(), pieces, kw * C,
                                 st.packed[0].piece_steps, C);
   const std::vector<std::int64_t>&row_off = gr.row_off, &piece_off = gr.piece_off,
@@ -230,7 +231,7 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
       int8::gemm_u8s8_implicit(base + g * Cg * eb, nc * Ho * Wo, row_off.data(), piece_off.data(), zx,
                                st.packed[g], rq, yc + g * Og, O,
                                clamp ? xnarrow.data() + g * Cg : nullptr, pool ? &rows : nullptr,
-                               clamp && runs && !tall ? &*gr.taps : nullptr);
+                               taps ? &*gr.taps : nullptr);
     }
     if (out_nhwc_) continue;
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {

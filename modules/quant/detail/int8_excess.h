@@ -9,7 +9,8 @@
 
 namespace qat::quant::int8::detail {
 
-// Row m's entries are ex[row[m] .. row[m + 1]) (at, table, next, placed: scratch of the search).
+// Row m's entries are ex[row[m] .. row[m + 1]) (at, table, next, placed: scratch of the search;
+// placed: the entries in the order of the bytes, before they go to their rows).
 // Kept per thread between calls (no allocation in steady state).
 struct ExcessLists {
   struct Placed {
