@@ -60,7 +60,7 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
 
 // kernels::lsq_backward on a run of one element (no vector set-up; per-channel parameters along
 // the innermost axis have runs of one): the terms of learnable_math.h (shared with CUDA), and
-// chunk128 of one term is 0.0f + the term.
+// chunk128 of one term is 0.0f + the term (A's: fma(dx, r, 0.0f)).
 void lsq_grad_one(const float* x, const float* dy, float* dx, float s, float zp, std::int64_t qmin,
                   std::int64_t qmax, float gf, double& dscale, double& dzp) {
   namespace lm = kernels::cuda::learnable;
@@ -68,7 +68,7 @@ void lsq_grad_one(const float* x, const float* dy, float* dx, float s, float zp,
       lm::lsq_grad_consts(s, zp, static_cast<float>(qmin), static_cast<float>(qmax), gf);
   float a, b, z;
   *dx = lm::lsq_grad_terms(*x, *dy, k, &a, &b, &z);
-  kernels::lsq_combine(0.0f + a, 0.0f + b, 0.0f + z, s, gf, &dscale, &dzp);
+  kernels::lsq_combine(lm::fused_multiply_add(*dx, a, 0.0f), 0.0f + b, 0.0f + z, s, gf, &dscale, &dzp);
 }
 
 namespace kcuda = kernels::cuda;

@@ -72,12 +72,18 @@ inline Tensor grad_input(const Shape& shape, std::uint64_t seed) {
 
 /// chunk128 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 128-term chunk,
 /// term j of each 16-term block added in float32 to lane j, each chunk's lanes to double lanes,
-/// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1.
-inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n) {
+/// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1. With `factors`, the terms are the
+/// products factors[i] terms[i], each added as fma(factors[i], terms[i], lane) (LSQ's A).
+inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n,
+                       const std::vector<float>* factors = nullptr) {
   double l[16] = {};
   for (std::int64_t c = 0; c < n; c += 128) {
     float f[16] = {};
-    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[off + i];
+    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) {
+      const std::size_t e = static_cast<std::size_t>(off + i);
+      float& lane = f[(i - c) % 16];
+      lane = factors != nullptr ? std::fma((*factors)[e], terms[e], lane) : lane + terms[e];
+    }
     for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
   }
   for (int w = 8; w >= 1; w /= 2)
@@ -98,9 +104,10 @@ inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const L
 /// slots (at run position p with p % (S G) < S: the terms at p, p + S, ... (G of them, those
 /// before the run's end) summed in float32 from +0), reduce_splits blocks of contiguous chunks of
 /// slots, thread t summing slots t, t + 256, ... in double, the 256 sums folded as a tree; then
-/// the range's partials folded the same way. Returns the per-range double sums.
+/// the range's partials folded the same way. Returns the per-range double sums. With `factors`,
+/// products added by fma as in chunk128.
 inline std::vector<double> device_sums(const std::vector<float>& terms, const Layout& l, std::int64_t S,
-                                       std::int64_t G) {
+                                       std::int64_t G, const std::vector<float>* factors = nullptr) {
   constexpr int kThreads = 256;
   auto tree = [](double* s) {
     for (int w = kThreads / 2; w > 0; w /= 2)
@@ -114,8 +121,10 @@ inline std::vector<double> device_sums(const std::vector<float>& terms, const La
     const std::int64_t row = j / run_slots, q = j % run_slots, p = q / S * S * G + q % S;
     if (p >= l.inner) return false;
     *sum = 0.0f;
-    for (std::int64_t k = p; k < std::min(l.inner, p + S * G); k += S)
-      *sum += terms[static_cast<std::size_t>((row * l.len + c) * l.inner + k)];
+    for (std::int64_t k = p; k < std::min(l.inner, p + S * G); k += S) {
+      const std::size_t e = static_cast<std::size_t>((row * l.len + c) * l.inner + k);
+      *sum = factors != nullptr ? std::fma((*factors)[e], terms[e], *sum) : *sum + terms[e];
+    }
     return true;
   };
   std::vector<double> out(static_cast<std::size_t>(l.len));
@@ -146,7 +155,8 @@ inline std::vector<float> sum_device_order(const std::vector<float>& terms, cons
 
 /// The CUDA LSQ kernels' results, computed on the host with learnable_math.h, and the CPU's sums
 /// of the same terms (kernels/cpu/kernels.h lsq_backward): per run of Layout::for_each_run,
-/// chunk128 of the inside terms a without their factor (1/s) gf, and of the device's outside
+/// chunk128 of the inside products dx a (by fma; PyTorch's terms without their factor (1/s) gf),
+/// and of the device's outside
 /// terms (PyTorch's, which the CPU sums as they are); dscale += gf ((1/s) A) + B, dzp += Z.
 struct LsqSim {
   std::vector<float> y, dx, ds_cpu, dz_cpu, ds_dev, dz_dev;
@@ -180,20 +190,21 @@ inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
     r.dz_abs += std::fabs(tz);
     const float q = std::nearbyint(std::fma(xv[i], k.inv, k.zp));
     const bool inside = q >= lo && q <= hi;
-    const bool linked = inside ? same_bits(ts, a[i] * k.inv * k.gf) && b[i] == 0.0f && z[i] == 0.0f
-                               : a[i] == 0.0f && same_bits(ts, b[i]) && same_bits(tz, z[i]);
+    const bool linked = inside
+                            ? same_bits(ts, g[i] * a[i] * k.inv * k.gf) && b[i] == 0.0f && z[i] == 0.0f
+                            : a[i] == 0.0f && same_bits(ts, b[i]) && same_bits(tz, z[i]);
     if (!same_bits(dx, r.dx[i]) || !linked) ++r.terms_differ;
   }
   std::vector<double> ds(static_cast<std::size_t>(l.num_params)), dz(ds.size());
   l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {  // lsq_combine per run
     const lm::LsqGrad& k = consts[p];
-    ds[p] += static_cast<double>(k.gf) * (static_cast<double>(k.inv) * chunk128(a, off, n)) +
+    ds[p] += static_cast<double>(k.gf) * (static_cast<double>(k.inv) * chunk128(a, off, n, &r.dx)) +
              chunk128(b, off, n);
     dz[p] += chunk128(z, off, n);
   });
   r.ds_cpu.assign(ds.begin(), ds.end());
   r.dz_cpu.assign(dz.begin(), dz.end());
-  const std::vector<double> A = device_sums(a, l, 16, 8), B = device_sums(b, l, 16, 8),
+  const std::vector<double> A = device_sums(a, l, 16, 8, &r.dx), B = device_sums(b, l, 16, 8),
                             Z = device_sums(z, l, 16, 8);
   for (std::int64_t c = 0; c < l.len; ++c) {  // learnable.cu LsqGradOp::finish
     const lm::LsqGrad& k = consts[c];

@@ -32,13 +32,17 @@ namespace {
 
 // chunk128 (kernels.h): per chunk of 128 terms, term j of each 16-term block added in float to
 // lane j (a missing term is +0), each chunk's lanes added to double lanes; the 16 lanes combined
-// pairwise
-double chunk128(const std::vector<float>& terms) {
+// pairwise. With `factors`, the terms are the products factors[i] terms[i], each added as
+// fma(factors[i], terms[i], lane).
+double chunk128(const std::vector<float>& terms, const std::vector<float>* factors = nullptr) {
   double l[16] = {};
   const std::size_t n = terms.size();
   for (std::size_t c = 0; c < n; c += 128) {
     float f[16] = {};
-    for (std::size_t i = c; i < std::min(n, c + 128); ++i) f[(i - c) % 16] += terms[i];
+    for (std::size_t i = c; i < std::min(n, c + 128); ++i) {
+      float& lane = f[(i - c) % 16];
+      lane = factors != nullptr ? std::fma((*factors)[i], terms[i], lane) : lane + terms[i];
+    }
     for (int j = 0; j < 16; ++j) l[j] += static_cast<double>(f[j]);
   }
   for (int w = 8; w >= 1; w /= 2)
@@ -72,9 +76,9 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
     }
 }
 
-// The reference for lsq_backward (kernels.h): float32 terms a = dy ((q - zp) s - x) inside and
-// PyTorch's own terms outside, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each summed by
-// chunk128; then ds = gf (A / s) + B, dz = Z in double.
+// The reference for lsq_backward (kernels.h): inside the products dx r, r = (q - zp) s - x, added
+// by fma; outside PyTorch's own terms, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each
+// summed by chunk128; then ds = gf (A / s) + B, dz = Z in double.
 void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
              F& dx, double& ds, double& dz) {
   const float inv = 1.0f / s, lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
@@ -83,13 +87,13 @@ void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std:
     const float q = std::nearbyint(std::fma(x[i], inv, zp));
     const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
     dx[i] = inside ? dy[i] : 0.0f;
-    a[i] = inside ? dy[i] * ((q - zp) * s - x[i]) : 0.0f;
+    a[i] = inside ? (q - zp) * s - x[i] : 0.0f;
     const float t = below ? dy[i] * (lo - zp) : dy[i] * (hi - zp);
     b[i] = inside ? 0.0f : t * gf;
     const float u = dy[i] * -1.0f;
     z[i] = inside ? 0.0f : u * s * gf;
   }
-  ds = static_cast<double>(gf) * (static_cast<double>(inv) * chunk128(a)) + chunk128(b);
+  ds = static_cast<double>(gf) * (static_cast<double>(inv) * chunk128(a, &dx)) + chunk128(b);
   dz = chunk128(z);
 }
 

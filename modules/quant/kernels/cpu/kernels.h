@@ -8,7 +8,8 @@
 // of 16) is cut into chunks of 128 from its start; in each chunk, term j of each block is added
 // in float32 to lane j (j < 16) in block order, and each lane's chunk sum goes to double lane j;
 // then the 16 double lanes are combined pairwise (w = 8, 4, 2, 1). At most 8 terms per float32
-// sum: the conversions to double, the cost of the sums on AVX2, come once per 128 terms.
+// sum: the conversions to double, the cost of the sums on AVX2, come once per 128 terms. A sum
+// of products u v (LSQ's inside terms) adds each as fma(u, v, lane), one rounding per term.
 // Narrower vectors emulate the lanes. The CUDA kernels add the same float32 partials.
 #include <algorithm>
 #include <cstdint>
@@ -49,9 +50,11 @@ void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n);
 /// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax].
 /// PyTorch's per-element scale gradient is ((dy ((q - zp) s - x)) (1/s)) gf inside and
 /// (dy (qmin|qmax - zp)) gf below|above, its zero-point gradient ((-dy) s) gf outside. Summed
-/// by chunk128: inside the terms a = dy ((q - zp) s - x), their common factor (1/s) gf taken out
-/// of the sum A; outside PyTorch's float32 terms themselves, b (scale) and z (zero point), as
-/// the factors qmin|qmax - zp can be large (2^15) and opposite terms cancel. NaN counts as below.
+/// by chunk128: inside the products dy r with r = (q - zp) s - x, PyTorch's float32 error term
+/// (each added as fma(dy, r, lane): the product is not rounded on its own), their common factor
+/// (1/s) gf taken out of the sum A; outside PyTorch's float32 terms themselves, b (scale) and z
+/// (zero point), as the factors qmin|qmax - zp can be large (2^15) and opposite terms cancel.
+/// NaN counts as below.
 /// lsq_combine adds the gradients to *dscale, *dzp.
 void lsq_backward(const float* x, const float* dy, float* dx, std::int64_t n, float s, float zp,
                   std::int64_t qmin, std::int64_t qmax, float gf, double* dscale, double* dzp);

@@ -21,9 +21,10 @@ struct LsqConsts {
 };
 
 // q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it), NaN below.
-// Terms (kernels.h): a = dy ((q - zp) s - x) inside; outside b = (dy (qmin|qmax - zp)) gf and
-// z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are locals of the loop, so that
-// they stay in registers (chunk128's double lanes go to memory once per chunk).
+// Terms (kernels.h): a += dy r with r = (q - zp) s - x inside, as fma(dy, r, a); outside
+// b = (dy (qmin|qmax - zp)) gf and z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are
+// locals of the loop, so that they stay in registers (chunk128's double lanes go to memory once per
+// chunk).
 using Lanes = VF[kLanesV];
 
 // Floats in their order as integers (-0 and +0 both 0; -inf .. +inf = -0x7f800000 .. 0x7f800000).
@@ -84,14 +85,12 @@ HWY_INLINE bool AllInside(const VF (&x)[kLanesV], const LsqConsts& c) {
 HWY_INLINE void InsideBlock(const VF (&xv)[kLanesV], const float* dy, float* dx, const LsqConsts& c,
                             Lanes& a) {
   const DF df;
-  VF ta[kLanesV];
   for (std::int64_t k = 0; k < kLanesV; ++k) {
     const VF g = hn::LoadU(df, dy + k * kNF);
     hn::StoreU(g, df, dx + k * kNF);
     const VF q = RoundEven(Fma(xv[k], c.inv, c.zp));
-    ta[k] = hn::Mul(g, hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), xv[k]));
+    a[k] = Fma(g, hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), xv[k]), a[k]);
   }
-  for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = hn::Add(a[k], ta[k]);
 }
 
 // Vector k of a block (lanes k * kNF ..), every term masked; the same bits as InsideBlock where
@@ -104,9 +103,10 @@ HWY_INLINE bool MaskedPart(VF x, const float* dy, float* dx, const LsqConsts& c,
   const VF q = RoundEven(Fma(x, c.inv, c.zp));
   const MF not_below = hn::Ge(q, c.lo), inside = hn::And(not_below, hn::Le(q, c.hi));
   const VF g = hn::LoadU(df, dy);
-  hn::StoreU(hn::IfThenElseZero(inside, g), df, dx);
+  const VF gm = hn::IfThenElseZero(inside, g);
+  hn::StoreU(gm, df, dx);
   const VF r = hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), x);
-  a = hn::Add(a, hn::IfThenElseZero(inside, hn::Mul(g, r)));  // r is NaN at x = +-inf: masked
+  a = Fma(gm, hn::IfThenElseZero(inside, r), a);  // r is NaN at x = +-inf: masked; 0 0 adds +0
   const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
   b = hn::Add(b, hn::IfThenZeroElse(inside, e_out));
   z = hn::Add(z, hn::IfThenZeroElse(inside, hn::Mul(hn::Mul(g, c.neg_s), c.gf)));

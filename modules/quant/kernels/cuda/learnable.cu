@@ -5,7 +5,8 @@
 // Reductions, no float atomics (the same bits on every run). The terms of a run (the CPU's runs:
 // per tensor the whole tensor, per channel each row of `inner` elements) form the CPU's float32
 // partial sums: a slot at run position p adds the terms at p, p + S, ..., (G of them, those
-// before the run's end) in float32 from +0, for the slots p with p % (S G) < S: chunk128
+// before the run's end) in float32 from +0 (LSQ's A: fma(dx, r, sum)), for the slots p with
+// p % (S G) < S: chunk128
 // (kernels/cpu/kernels.h), S = 16 and G = 8, for the amax gradient and LSQ's three sums. Range c's slots
 // go to reduce_splits(m, len) blocks, each a contiguous chunk of slots; in a block thread t sums slots
 // t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t + w], w
@@ -115,7 +116,7 @@ struct LsqGradOp {
       float ta, tb, tz;
       const float d = lm::lsq_grad_terms(xv, dyv, k, &ta, &tb, &tz);
       if (dx != nullptr) dx[e] = d;
-      a += ta;
+      a = lm::fused_multiply_add(d, ta, a);
       b += tb;
       z += tz;
     };

@@ -92,15 +92,16 @@ QAT_HOST_DEVICE inline float lsq_grad_one(float x, float dy, const LsqGrad& c, f
 }
 
 /// The float32 terms that the CPU and the device sum (kernels/cpu/kernels.h lsq_backward):
-///   inside:  *a = dy (xfq - x) (lsq_grad_one's ds without its factor (1/s) gf), *b = *z = 0
+///   inside:  *a = xfq - x, the factor of dy in lsq_grad_one's ds (without (1/s) gf), *b = *z = 0
 ///   outside: *a = 0, *b / *z = lsq_grad_one's ds / dz (PyTorch's terms)
-/// dscale = gf ((1/s) sum a) + sum b, dzero_point = sum z. Returns dx.
+/// A float32 lane takes fma(dx, *a, lane) (dx the returned value) and lane + *b, lane + *z;
+/// dscale = gf ((1/s) A) + B, dzero_point = Z.
 QAT_HOST_DEVICE inline float lsq_grad_terms(float x, float dy, const LsqGrad& c, float* a, float* b,
                                             float* z) {
   const float q = round_even(fused_multiply_add(x, c.inv, c.zp));
   const bool not_below = q >= c.lo, above = q > c.hi;
   if (not_below && !above) {
-    *a = dy * ((q - c.zp) * c.s - x);
+    *a = (q - c.zp) * c.s - x;
     *b = *z = 0.0f;
     return dy;
   }
