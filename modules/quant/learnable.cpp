@@ -27,10 +27,11 @@ namespace {
 // kernels::lsq_backward: the same gradients with their common factors out of the sums), with zp
 // the backward zero point (a float holding an integer):
 //   q = round_half_even(zp + x/s);  dx = dy [qmin <= q <= qmax]
-//   inside:  dscale += dy * ((clamp(q) - zp) s - x) / s * gf
+//   inside:  dscale += dy * ((q - zp) s - x) / s * gf
 //   outside: dscale += dy * (qmin|qmax - zp) * gf,  dzp += -dy * s * gf
-// zp + x/s is one fused multiply-add (a single rounding), as PyTorch's AVX2 / AVX-512 kernel
-// computes it (the compiler contracts it there); explicit, so builds without FMA agree near ties.
+// zp + x/s and (q - zp) s - x are fused multiply-adds (one rounding each), as PyTorch's AVX2 /
+// AVX-512 kernel computes them (the compiler contracts them there); explicit, so builds without
+// FMA agree.
 // q stays floating: PyTorch casts it to int64, which overflows for |x/s| >= 2^63 or +-inf;
 // here those count as above / below the range as in the forward, and NaN as below (-> qmin).
 template <class T>
@@ -47,8 +48,8 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
     const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
     dx[i] = inside ? dy[i] : T(0);
     if (inside) {
-      const T xfq = static_cast<T>(static_cast<float>(q) - zp) * static_cast<T>(s);
-      ds += dy[i] * (xfq - x[i]) * static_cast<T>(inv) * static_cast<T>(gf);
+      const T r = std::fma(static_cast<T>(static_cast<float>(q) - zp), static_cast<T>(s), -x[i]);
+      ds += dy[i] * r * static_cast<T>(inv) * static_cast<T>(gf);
     } else {
       ds += (below ? dy[i] * small : dy[i] * big) * static_cast<T>(gf);
       dz += dy[i] * T(-1) * static_cast<T>(s) * static_cast<T>(gf);

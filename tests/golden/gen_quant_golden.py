@@ -11,7 +11,8 @@ Cases (scalars qmin, qmax everywhere; `gout` is the weight w of the loss sum(out
           call per element), what a double accumulator gives
   lsqc_*  torch._fake_quantize_learnable_per_channel_affine likewise, with axis
           (lsq*_fused_ties_*: x near ties where PyTorch's kernel, which computes zp + x / scale
-          as one fused multiply-add, and an unfused sum round apart)
+          as one fused multiply-add, and an unfused sum round apart; lsq*_error_terms: 1024
+          elements inside the range, where its fused (q - zp) s - x shows in the scale gradient)
   obs_*   observers: spec scalars (bits, is_signed, symmetric, narrow, per_channel, axis,
           moving_average, averaging_constant, batches); x_<i> and, after batch i, min_<i>,
           max_<i>, scale_<i>, zero_point_<i> (i64)
@@ -307,6 +308,21 @@ for zp in (2.5, -1.5, 3.5, -2.5):  # .5 zero points in the middle of the signed 
     lsq_case("lsqt_half_zp_%g" % zp, x, torch.tensor([0.0625]), torch.tensor([zp]), None, -8, 7, 1.0)
     lsq_case("lsqc_half_zp_%g" % zp, x.reshape(2, 24), torch.tensor([0.0625, 0.125]),
              torch.tensor([zp, zp]), 0, -8, 7, 1.0)
+
+# many elements inside the range with upstream gradients of both signs: the scale gradient is a
+# sum of small error terms that cancel, where PyTorch's kernel computes each r = (q - zp) s - x
+# as one fused multiply-subtract; a separately rounded product gives ~1e-6 relative apart
+# (own generator, and the global one's state kept: the cases below keep their data)
+rng_state = torch.get_rng_state()
+gen = torch.Generator().manual_seed(7)
+x = (torch.rand(1024, generator=gen) * 5.8 - 2.9).float()
+lsq_case("lsqt_error_terms", x, torch.tensor([6.0 / 255]), torch.tensor([3.0]), None, -128, 127, 1.0)
+x = torch.stack([(torch.rand(512, generator=gen) * 1.9 - 0.95).float(),
+                 (torch.rand(512, generator=gen) * 250 - 5).float()])
+lsq_case("lsqc_error_terms", x, torch.tensor([1.0 / 127, 1.0]), torch.tensor([0.0, 3.0]), 0, -128, 127,
+         1.0)
+torch.set_rng_state(rng_state)
+
 
 # ---- observers -------------------------------------------------------------------------------
 def observer_for(bits, signed, symmetric, narrow, per_channel, axis, moving):

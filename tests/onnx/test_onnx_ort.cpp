@@ -1,8 +1,9 @@
 // Exported models in every format the presets cover (int8_fbgemm's 7-bit activations through a
 // Clip before each QuantizeLinear), run in ONNX Runtime and compared with the fake-quant model
-// they came from: within one output quantization step (integer grids) or one
-// FP8 rounding (FP8), with float or int8 weight initializers, with ORT's graph optimizations
-// off (Q/DQ computed as written) and on (its integer kernels).
+// they came from: within one output quantization step (integer grids; two for the residual
+// network under ORT's integer kernels) or one FP8 rounding (FP8), with float or int8 weight
+// initializers, with ORT's graph optimizations off (Q/DQ computed as written) and on (its
+// integer kernels).
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <iostream>
@@ -78,7 +79,12 @@ BOOST_AUTO_TEST_CASE(every_format_runs_like_fake_quant, *boost::unit_test::preco
                         : step > 0 ? " output steps"
                                    : " x 1e-5 of the largest output")
                     << std::endl;
-          BOOST_TEST(err <= 1.0 + 1e-3);
+          // ORT's integer kernels (optimization all) requantize each layer in fixed point: an
+          // intermediate code one off moves later outputs, and the residual network's skips
+          // carry it on (as test_onnx_fmnist measures on the trained one). int8_lsq here: 69 of
+          // 192 outputs one step off, one two.
+          const double bound = level == "all" && c.model == 0 && !fp8 ? 2.0 : 1.0;
+          BOOST_TEST(err <= bound + 1e-3);
         }
       }
     }

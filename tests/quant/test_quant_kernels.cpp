@@ -76,8 +76,8 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
     }
 }
 
-// The reference for lsq_backward (kernels.h): inside the products dx r, r = (q - zp) s - x, added
-// by fma; outside PyTorch's own terms, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each
+// The reference for lsq_backward (kernels.h): inside the products dx r, r = fma(q - zp, s, -x),
+// added by fma; outside PyTorch's own terms, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each
 // summed by chunk128; then ds = gf (A / s) + B, dz = Z in double.
 void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
              F& dx, double& ds, double& dz) {
@@ -87,7 +87,7 @@ void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std:
     const float q = std::nearbyint(std::fma(x[i], inv, zp));
     const bool below = !(q >= lo), above = q > hi, inside = !below && !above;
     dx[i] = inside ? dy[i] : 0.0f;
-    a[i] = inside ? (q - zp) * s - x[i] : 0.0f;
+    a[i] = inside ? std::fma(q - zp, s, -x[i]) : 0.0f;
     const float t = below ? dy[i] * (lo - zp) : dy[i] * (hi - zp);
     b[i] = inside ? 0.0f : t * gf;
     const float u = dy[i] * -1.0f;

@@ -144,13 +144,13 @@ void check_learnable(const GoldenCase& c, bool per_channel) {
 
 BOOST_AUTO_TEST_CASE(learnable_per_tensor) {
   const auto cs = cases_of("lsqt");
-  BOOST_TEST(cs.size() == 54u);
+  BOOST_TEST(cs.size() == 55u);
   for (const GoldenCase* c : cs) check_learnable(*c, false);
 }
 
 BOOST_AUTO_TEST_CASE(learnable_per_channel) {
   const auto cs = cases_of("lsqc");
-  BOOST_TEST(cs.size() == 54u);
+  BOOST_TEST(cs.size() == 55u);
   for (const GoldenCase* c : cs) check_learnable(*c, true);
 }
 

@@ -66,6 +66,19 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #endif
 }
 
+/// a * b - c rounded once.
+HWY_INLINE VF Fms(VF a, VF b, VF c) {
+#if HWY_TARGET == HWY_SCALAR
+  return VF(std::fma(a.raw, b.raw, -c.raw));
+#elif HWY_TARGET == HWY_EMU128
+  for (std::size_t i = 0; i < sizeof(a.raw) / sizeof(a.raw[0]); ++i)
+    a.raw[i] = std::fma(a.raw[i], b.raw[i], -c.raw[i]);
+  return a;
+#else
+  return hn::MulSub(a, b, c);
+#endif
+}
+
 /// a > b ? a : b and a < b ? a : b (NaN a or b: b; of +0 and -0: b), the semantics of x86's
 /// maxps / minps (one instruction); the other targets spell them out.
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL

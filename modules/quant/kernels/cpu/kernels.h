@@ -48,10 +48,10 @@ void masked_zero(float* g, const std::uint8_t* mask, std::int64_t n);
 
 /// LSQ backward on one run (PyTorch 1.13 fake_quantize_learnable_*_grad_kernel_cpu), zp the
 /// backward zero point: q = round_half_even(fma(x, 1/s, zp)); dx = dy [qmin <= q <= qmax].
-/// PyTorch's per-element scale gradient is ((dy ((q - zp) s - x)) (1/s)) gf inside and
-/// (dy (qmin|qmax - zp)) gf below|above, its zero-point gradient ((-dy) s) gf outside. Summed
-/// by chunk128: inside the products dy r with r = (q - zp) s - x, PyTorch's float32 error term
-/// (each added as fma(dy, r, lane): the product is not rounded on its own), their common factor
+/// PyTorch's per-element scale gradient is ((dy r) (1/s)) gf inside, r = fma(q - zp, s, -x)
+/// (its AVX2 / AVX-512 build contracts (q - zp) s - x), and (dy (qmin|qmax - zp)) gf
+/// below|above, its zero-point gradient ((-dy) s) gf outside. Summed by chunk128: inside the
+/// products dy r (each added as fma(dy, r, lane): not rounded on their own), their common factor
 /// (1/s) gf taken out of the sum A; outside PyTorch's float32 terms themselves, b (scale) and z
 /// (zero point), as the factors qmin|qmax - zp can be large (2^15) and opposite terms cancel.
 /// NaN counts as below.

@@ -20,8 +20,9 @@ struct LsqConsts {
   VF inv, zp, s, lo, hi, gf, small, big, neg_s, x_lo, x_hi;
 };
 
-// q = round(fma(x, inv, zp)) (one rounding: PyTorch's vectorised kernel fuses it), NaN below.
-// Terms (kernels.h): a += dy r with r = (q - zp) s - x inside, as fma(dy, r, a); outside
+// q = round(fma(x, inv, zp)) and r = fma(q - zp, s, -x), one rounding each as in PyTorch's
+// kernel on AVX2 / AVX-512 (kernels.h), NaN below.
+// Terms (kernels.h): a += dy r inside, as fma(dy, r, a); outside
 // b = (dy (qmin|qmax - zp)) gf and z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are
 // locals of the loop, so that they stay in registers (chunk128's double lanes go to memory once per
 // chunk).
@@ -89,7 +90,7 @@ HWY_INLINE void InsideBlock(const VF (&xv)[kLanesV], const float* dy, float* dx,
     const VF g = hn::LoadU(df, dy + k * kNF);
     hn::StoreU(g, df, dx + k * kNF);
     const VF q = RoundEven(Fma(xv[k], c.inv, c.zp));
-    a[k] = Fma(g, hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), xv[k]), a[k]);
+    a[k] = Fma(g, Fms(hn::Sub(q, c.zp), c.s, xv[k]), a[k]);
   }
 }
 
@@ -105,7 +106,7 @@ HWY_INLINE bool MaskedPart(VF x, const float* dy, float* dx, const LsqConsts& c,
   const VF g = hn::LoadU(df, dy);
   const VF gm = hn::IfThenElseZero(inside, g);
   hn::StoreU(gm, df, dx);
-  const VF r = hn::Sub(hn::Mul(hn::Sub(q, c.zp), c.s), x);
+  const VF r = Fms(hn::Sub(q, c.zp), c.s, x);
   a = Fma(gm, hn::IfThenElseZero(inside, r), a);  // r is NaN at x = +-inf: masked; 0 0 adds +0
   const VF e_out = hn::Mul(hn::Mul(g, hn::IfThenElse(not_below, c.big, c.small)), c.gf);
   b = hn::Add(b, hn::IfThenZeroElse(inside, e_out));
