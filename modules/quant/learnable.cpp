@@ -61,7 +61,7 @@ void lsq_grad_run(const T* __restrict x, const T* __restrict dy, T* __restrict d
 
 // kernels::lsq_backward on a run of one element (no vector set-up; per-channel parameters along
 // the innermost axis have runs of one): the terms of learnable_math.h (shared with CUDA), and
-// chunk128 of one term is 0.0f + the term (A's: fma(dx, r, 0.0f)).
+// chunk256 of one term is 0.0f + the term (A's: fma(dx, r, 0.0f)).
 void lsq_grad_one(const float* x, const float* dy, float* dx, float s, float zp, std::int64_t qmin,
                   std::int64_t qmax, float gf, double& dscale, double& dzp) {
   namespace lm = kernels::cuda::learnable;

@@ -70,16 +70,16 @@ inline Tensor grad_input(const Shape& shape, std::uint64_t seed) {
   return Tensor::from_vector(g, shape);
 }
 
-/// chunk128 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 128-term chunk,
+/// chunk256 (kernels/cpu/kernels.h) of the n terms at off, off + 1, ...: per 256-term chunk,
 /// term j of each 16-term block added in float32 to lane j, each chunk's lanes to double lanes,
 /// the 16 lanes folded l[j] += l[j + w] for w = 8, 4, 2, 1. With `factors`, the terms are the
 /// products factors[i] terms[i], each added as fma(factors[i], terms[i], lane) (LSQ's A).
-inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::int64_t n,
+inline double chunk256(const std::vector<float>& terms, std::int64_t off, std::int64_t n,
                        const std::vector<float>* factors = nullptr) {
   double l[16] = {};
-  for (std::int64_t c = 0; c < n; c += 128) {
+  for (std::int64_t c = 0; c < n; c += 256) {
     float f[16] = {};
-    for (std::int64_t i = c; i < std::min(n, c + 128); ++i) {
+    for (std::int64_t i = c; i < std::min(n, c + 256); ++i) {
       const std::size_t e = static_cast<std::size_t>(off + i);
       float& lane = f[(i - c) % 16];
       lane = factors != nullptr ? std::fma((*factors)[e], terms[e], lane) : lane + terms[e];
@@ -91,12 +91,12 @@ inline double chunk128(const std::vector<float>& terms, std::int64_t off, std::i
   return l[0];
 }
 
-/// Per-element float32 terms summed per parameter as the CPU sums amax's: chunk128 over each run
+/// Per-element float32 terms summed per parameter as the CPU sums amax's: chunk256 over each run
 /// of Layout::for_each_run, the runs added in order; then rounded to float.
 inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const Layout& l) {
   std::vector<double> acc(static_cast<std::size_t>(l.num_params), 0.0);
   l.for_each_run(
-      [&](std::int64_t off, std::int64_t n, std::int64_t p) { acc[p] += chunk128(terms, off, n); });
+      [&](std::int64_t off, std::int64_t n, std::int64_t p) { acc[p] += chunk256(terms, off, n); });
   return std::vector<float>(acc.begin(), acc.end());
 }
 
@@ -105,7 +105,7 @@ inline std::vector<float> sum_cpu_order(const std::vector<float>& terms, const L
 /// before the run's end) summed in float32 from +0), reduce_splits blocks of contiguous chunks of
 /// slots, thread t summing slots t, t + 256, ... in double, the 256 sums folded as a tree; then
 /// the range's partials folded the same way. Returns the per-range double sums. With `factors`,
-/// products added by fma as in chunk128.
+/// products added by fma as in chunk256.
 inline std::vector<double> device_sums(const std::vector<float>& terms, const Layout& l, std::int64_t S,
                                        std::int64_t G, const std::vector<float>* factors = nullptr) {
   constexpr int kThreads = 256;
@@ -147,15 +147,15 @@ inline std::vector<double> device_sums(const std::vector<float>& terms, const La
   return out;
 }
 
-/// The amax gradient's terms (chunk128: S = 16, G = 8) in the device's order, as floats.
+/// The amax gradient's terms (chunk256: S = 16, G = 16) in the device's order, as floats.
 inline std::vector<float> sum_device_order(const std::vector<float>& terms, const Layout& l) {
-  const std::vector<double> d = device_sums(terms, l, 16, 8);
+  const std::vector<double> d = device_sums(terms, l, 16, 16);
   return std::vector<float>(d.begin(), d.end());
 }
 
 /// The CUDA LSQ kernels' results, computed on the host with learnable_math.h, and the CPU's sums
 /// of the same terms (kernels/cpu/kernels.h lsq_backward): per run of Layout::for_each_run,
-/// chunk128 of the inside products dx a (by fma; PyTorch's terms without their factor (1/s) gf),
+/// chunk256 of the inside products dx a (by fma; PyTorch's terms without their factor (1/s) gf),
 /// and of the device's outside
 /// terms (PyTorch's, which the CPU sums as they are); dscale += gf ((1/s) A) + B, dzp += Z.
 struct LsqSim {
@@ -198,14 +198,14 @@ inline LsqSim simulate_lsq(const Tensor& x, const Tensor& dy, const Layout& l,
   std::vector<double> ds(static_cast<std::size_t>(l.num_params)), dz(ds.size());
   l.for_each_run([&](std::int64_t off, std::int64_t n, std::int64_t p) {  // lsq_combine per run
     const lm::LsqGrad& k = consts[p];
-    ds[p] += static_cast<double>(k.gf) * (static_cast<double>(k.inv) * chunk128(a, off, n, &r.dx)) +
-             chunk128(b, off, n);
-    dz[p] += chunk128(z, off, n);
+    ds[p] += static_cast<double>(k.gf) * (static_cast<double>(k.inv) * chunk256(a, off, n, &r.dx)) +
+             chunk256(b, off, n);
+    dz[p] += chunk256(z, off, n);
   });
   r.ds_cpu.assign(ds.begin(), ds.end());
   r.dz_cpu.assign(dz.begin(), dz.end());
-  const std::vector<double> A = device_sums(a, l, 16, 8, &r.dx), B = device_sums(b, l, 16, 8),
-                            Z = device_sums(z, l, 16, 8);
+  const std::vector<double> A = device_sums(a, l, 16, 16, &r.dx), B = device_sums(b, l, 16, 16),
+                            Z = device_sums(z, l, 16, 16);
   for (std::int64_t c = 0; c < l.len; ++c) {  // learnable.cu LsqGradOp::finish
     const lm::LsqGrad& k = consts[c];
     r.ds_dev.push_back(

@@ -30,16 +30,16 @@ BOOST_AUTO_TEST_SUITE(quant_kernels)
 
 namespace {
 
-// chunk128 (kernels.h): per chunk of 128 terms, term j of each 16-term block added in float to
+// chunk256 (kernels.h): per chunk of 256 terms, term j of each 16-term block added in float to
 // lane j (a missing term is +0), each chunk's lanes added to double lanes; the 16 lanes combined
 // pairwise. With `factors`, the terms are the products factors[i] terms[i], each added as
 // fma(factors[i], terms[i], lane).
-double chunk128(const std::vector<float>& terms, const std::vector<float>* factors = nullptr) {
+double chunk256(const std::vector<float>& terms, const std::vector<float>* factors = nullptr) {
   double l[16] = {};
   const std::size_t n = terms.size();
-  for (std::size_t c = 0; c < n; c += 128) {
+  for (std::size_t c = 0; c < n; c += 256) {
     float f[16] = {};
-    for (std::size_t i = c; i < std::min(n, c + 128); ++i) {
+    for (std::size_t i = c; i < std::min(n, c + 256); ++i) {
       float& lane = f[(i - c) % 16];
       lane = factors != nullptr ? std::fma((*factors)[i], terms[i], lane) : lane + terms[i];
     }
@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(masked_zero_matches_reference) {
 
 // The reference for lsq_backward (kernels.h): inside the products dx r, r = fma(q - zp, s, -x),
 // added by fma; outside PyTorch's own terms, b = (dy (qmin|qmax - zp)) gf and z = ((-dy) s) gf, each
-// summed by chunk128; then ds = gf (A / s) + B, dz = Z in double.
+// summed by chunk256; then ds = gf (A / s) + B, dz = Z in double.
 void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std::int64_t qmax, float gf,
              F& dx, double& ds, double& dz) {
   const float inv = 1.0f / s, lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
@@ -93,13 +93,13 @@ void lsq_ref(const F& x, const F& dy, float s, float zp, std::int64_t qmin, std:
     const float u = dy[i] * -1.0f;
     z[i] = inside ? 0.0f : u * s * gf;
   }
-  ds = static_cast<double>(gf) * (static_cast<double>(inv) * chunk128(a, &dx)) + chunk128(b);
-  dz = chunk128(z);
+  ds = static_cast<double>(gf) * (static_cast<double>(inv) * chunk256(a, &dx)) + chunk256(b);
+  dz = chunk256(z);
 }
 
 // x: `data` (a third beyond the range, ties, edges, NaN, +-inf) or mostly inside the range, one
 // element in 40 beyond it: 16-element blocks that are all inside (the kernel's short path) next
-// to blocks that are not, in one run; 1007 elements span 8 chunks of 128.
+// to blocks that are not, in one run; 1007 elements span 4 chunks of 256.
 BOOST_AUTO_TEST_CASE(lsq_backward_matches_reference) {
   const struct {
     float s, zp;
@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(amax_matches_reference) {
         dref[i] = (mref[i] & 1) ? 0.0f : dy[i];
         terms[i] = (mref[i] & 2) ? dy[i] : (mref[i] & 4) ? -dy[i] : 0.0f;
       }
-      const double da_ref = chunk128(terms);
+      const double da_ref = chunk256(terms);
       // (copies of the bindings: clang 14 captures no structured binding)
       for_each_isa([&, is_signed = is_signed, qmin = qmin, qmax = qmax, amax = amax](cpu::Isa) {
         BOOST_TEST_CONTEXT("signed " << is_signed << " [" << qmin << ", " << qmax << "] amax " << amax

@@ -26,7 +26,7 @@ using MF = hn::Mask<DF>;
 
 // The generic path is Highway's SCALAR (1 lane; GCC < 12.3 disables EMU128), else 8 or 16.
 constexpr std::int64_t kNF = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-static_assert(16 % kNF == 0, "chunk128 needs vectors of at most 16 floats");
+static_assert(16 % kNF == 0, "chunk256 needs vectors of at most 16 floats");
 #if HWY_TARGET == HWY_SCALAR
 using DD = hn::Rebind<double, DF>;  // one double per float
 constexpr std::int64_t kND = 1;
@@ -181,7 +181,7 @@ HWY_INLINE void GridRun(const float* x, float* y, std::uint8_t* m, std::int64_t 
 /// kNF mask bytes as int32 lanes.
 HWY_INLINE VI LoadBytes(const std::uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
 
-/// chunk128 (kernels.h): term j of each 16-term block goes to float32 lane j (the block's
+/// chunk256 (kernels.h): term j of each 16-term block goes to float32 lane j (the block's
 /// kLanesV vectors); FlushLanes (once per chunk) adds the float lanes to double lanes d[j] and
 /// clears them; FoldLanes combines d (l[j] += l[j + w] for w = 8, 4, 2, 1) and returns l[0].
 /// The float lanes are locals of the caller's loop, so that they stay in registers.

@@ -335,7 +335,7 @@ void AmaxForward(const float* x, float* y, std::uint8_t* mask, std::int64_t n, f
 }
 
 // 16 elements: dx = bit 1 ? 0 : dy; terms bit 2 ? dy : bit 4 ? -dy : 0, added to the float
-// lanes of chunk128 (kernels.h). Bits 2 and 4 are never both set (amax > 0), so the term is dy
+// lanes of chunk256 (kernels.h). Bits 2 and 4 are never both set (amax > 0), so the term is dy
 // with bit 4 as its sign bit (-dy exactly), kept where bit 2 or 4 is set: integer ops only, no
 // compare-not pairs and blends.
 HWY_INLINE void AmaxBackStep16(const float* dy, const std::uint8_t* m, float* dx, VF (&lanes)[kLanesV]) {
@@ -356,8 +356,8 @@ double AmaxBackward(const float* dy, const std::uint8_t* mask, float* dx, std::i
   VF lanes[kLanesV];
   for (auto& v : lanes) v = hn::Zero(DF());
   double d[16] = {};
-  for (std::int64_t chunk = 0; chunk < n; chunk += 128) {
-    const std::int64_t end = std::min(n, chunk + 128);
+  for (std::int64_t chunk = 0; chunk < n; chunk += 256) {
+    const std::int64_t end = std::min(n, chunk + 256);
     std::int64_t i = chunk;
     for (; i + 16 <= end; i += 16) AmaxBackStep16(dy + i, mask + i, dx + i, lanes);
     if (i < end) {  // padded with zero terms

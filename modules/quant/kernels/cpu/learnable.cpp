@@ -1,5 +1,5 @@
 // LSQ backward (kernels.h lsq_backward): dx and the per-run scale / zero-point gradient sums in
-// one pass, three float32 terms per element summed by chunk128 (kernels.h). Blocks of 16 whose x
+// one pass, three float32 terms per element summed by chunk256 (kernels.h). Blocks of 16 whose x
 // all lie inside the range skip the masks and outside terms (a branch per block), unless outside
 // elements have been frequent lately; then every block is masked (Mode). The same bits either way.
 #undef HWY_TARGET_INCLUDE
@@ -24,7 +24,7 @@ struct LsqConsts {
 // kernel on AVX2 / AVX-512 (kernels.h), NaN below.
 // Terms (kernels.h): a += dy r inside, as fma(dy, r, a); outside
 // b = (dy (qmin|qmax - zp)) gf and z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are
-// locals of the loop, so that they stay in registers (chunk128's double lanes go to memory once per
+// locals of the loop, so that they stay in registers (chunk256's double lanes go to memory once per
 // chunk).
 using Lanes = VF[kLanesV];
 
@@ -126,8 +126,8 @@ HWY_INLINE bool MaskedBlock(const float* x, const float* dy, float* dx, const Ls
 // Which blocks take InsideBlock: a branch per block is fastest while outside elements are rare
 // (a learned scale), but each such block mispredicts, and from ~1.6% of elements outside (a
 // quarter of the blocks) that costs more than masking every block (the CPU here: 2x more at 6%).
-// So each chunk picks, by a moving average over ~8 chunks of the blocks per chunk that had an
-// element outside: per-block branches, or every block masked. Both give the same bits.
+// So each step of 128 elements picks, by a moving average over ~8 steps of the blocks per step
+// that had an element outside: per-block branches, or every block masked. The same bits.
 struct Mode {
   std::int32_t avg64 = 0;  // 64 x that average
   bool masked = false;
@@ -152,21 +152,22 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
   c.big = hn::Set(df, static_cast<float>(qmax) - zp);
   c.neg_s = hn::Set(df, -1.0f * s);
   SetInsideRange(c, s, zp, static_cast<float>(qmin), static_cast<float>(qmax));
-  double da[16] = {}, db[16] = {}, dz[16] = {};  // chunk128's double lanes
+  double da[16] = {}, db[16] = {}, dz[16] = {};  // chunk256's double lanes
   Lanes a, b, z;
   for (std::int64_t k = 0; k < kLanesV; ++k) a[k] = b[k] = z[k] = hn::Zero(df);
   Mode mode;
-  for (std::int64_t chunk = 0; chunk < n; chunk += 128) {
-    const std::int64_t end = std::min(n, chunk + 128);
+  bool any_outside = false;                             // in the chunk (256 elements) so far
+  for (std::int64_t step = 0; step < n; step += 128) {  // the mode's steps, two per chunk
+    const std::int64_t end = std::min(n, step + 128);
     std::int32_t outside = 0;  // blocks with an element outside
-    std::int64_t i = chunk;
+    std::int64_t i = step;
     VF xv[kLanesV];
     if (mode.masked) {
-      const std::int64_t full = chunk + (end - chunk) / 16 * 16;
+      const std::int64_t full = step + (end - step) / 16 * 16;
       std::uint32_t blocks = 0;  // bit t: block t has an element outside
       for (std::int64_t k = 0; k < kLanesV; ++k)
-        for (std::int64_t t = 0; chunk + 16 * t < full; ++t) {
-          const std::int64_t at = chunk + 16 * t + k * kNF;
+        for (std::int64_t t = 0; step + 16 * t < full; ++t) {
+          const std::int64_t at = step + 16 * t + k * kNF;
           blocks |= static_cast<std::uint32_t>(
                         MaskedPart(hn::LoadU(df, x + at), dy + at, dx + at, c, a[k], b[k], z[k]))
                     << t;
@@ -191,12 +192,16 @@ void LsqBackward(const float* x, const float* dy, float* dx, std::int64_t n, flo
       outside += MaskedBlock(xp, gp, dxp, c, a, b, z);
       std::memcpy(dx + i, dxp, (end - i) * sizeof(float));
     }
-    FlushLanes(a, da);
-    if (outside > 0) {  // else their float lanes are all +0
-      FlushLanes(b, db);
-      FlushLanes(z, dz);
-    }
+    any_outside |= outside > 0;
     mode.update(outside);
+    if (step % 256 == 128 || end == n) {  // the chunk's end
+      FlushLanes(a, da);
+      if (any_outside) {  // else their float lanes are all +0
+        FlushLanes(b, db);
+        FlushLanes(z, dz);
+      }
+      any_outside = false;
+    }
   }
   lsq_combine(FoldLanes(da), FoldLanes(db), FoldLanes(dz), s, gf, dscale, dzp);
 }

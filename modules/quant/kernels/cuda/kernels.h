@@ -90,7 +90,7 @@ struct ParamLayout {
 
 /// The learnable quantizers (learnable.cu), float32 parameters on the device (not validated:
 /// reading them would cost a host sync). Elementwise outputs are bit-exact with the CPU; the
-/// parameter gradients are the CPU's float32 partial sums (chunk128, kernels/cpu/kernels.h)
+/// parameter gradients are the CPU's float32 partial sums (chunk256, kernels/cpu/kernels.h)
 /// summed in double in a fixed order (no atomics: the same
 /// bits on every run), a different order than the CPU's, so they agree with it to rounding
 /// (~1e-7), not to the bit.

@@ -6,11 +6,11 @@
 // per tensor the whole tensor, per channel each row of `inner` elements) form the CPU's float32
 // partial sums: a slot at run position p adds the terms at p, p + S, ..., (G of them, those
 // before the run's end) in float32 from +0 (LSQ's A: fma(dx, r, sum)), for the slots p with
-// p % (S G) < S: chunk128
-// (kernels/cpu/kernels.h), S = 16 and G = 8, for the amax gradient and LSQ's three sums. Range c's slots
-// go to reduce_splits(m, len) blocks, each a contiguous chunk of slots; in a block thread t sums slots
-// t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t + w], w
-// = 128 ... 1) into one partial; a second kernel folds range c's partials the same way (thread t:
+// p % (S G) < S: chunk256
+// (kernels/cpu/kernels.h), S = 16 and G = 16, for the amax gradient and LSQ's three sums. Range c's
+// slots go to reduce_splits(m, len) blocks, each a contiguous chunk of slots; in a block thread t sums
+// slots t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t +
+// w], w = 128 ... 1) into one partial; a second kernel folds range c's partials the same way (thread t:
 // partials t, t + 256,
 // ...) and writes the gradients (LSQ: dscale = gf ((1/s) A) + B, dzero_point = Z). The CPU adds
 // the same float32 partials in double in another order (16 lanes per run, runs in order),
@@ -93,10 +93,10 @@ __global__ void final_kernel(Op op, const double* part, i64 splits, float* out0,
   if (threadIdx.x == 0) op.finish(op.range(c), acc, c, out0, out1);
 }
 
-// LSQ backward: dx, then the sums A, B, Z of learnable_math.h lsq_grad_terms (chunk128).
+// LSQ backward: dx, then the sums A, B, Z of learnable_math.h lsq_grad_terms (chunk256).
 struct LsqGradOp {
   static constexpr int kSums = 3;
-  static constexpr i64 kStride = 16, kGroup = 8;
+  static constexpr i64 kStride = 16, kGroup = 16;
   using Range = lm::LsqGrad;
   const float* __restrict__ x;
   const float* __restrict__ dy;
@@ -142,10 +142,10 @@ struct LsqGradOp {
   }
 };
 
-// Learnable amax backward: dx, then the damax terms (learnable_math.h amax_backward_one), chunk128.
+// Learnable amax backward: dx, then the damax terms (learnable_math.h amax_backward_one), chunk256.
 struct AmaxGradOp {
   static constexpr int kSums = 1;
-  static constexpr i64 kStride = 16, kGroup = 8;
+  static constexpr i64 kStride = 16, kGroup = 16;
   struct Range {};
   const float* __restrict__ dy;
   const std::uint8_t* __restrict__ mask;
