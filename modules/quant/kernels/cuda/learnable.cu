@@ -120,7 +120,7 @@ struct LsqGradOp {
       b += tb;
       z += tz;
     };
-    if (count == kGroup) {  // a whole slot: its 2 x 8 loads issued before the first use
+    if (count == kGroup) {  // a whole slot: its 2 x 16 loads issued before the first use
       float xs[kGroup], ds[kGroup];
 #pragma unroll
       for (int t = 0; t < kGroup; ++t) xs[t] = x[i + t * kStride], ds[t] = dy[i + t * kStride];
