@@ -30,8 +30,8 @@ namespace {
 //   inside:  dscale += dy * ((q - zp) s - x) / s * gf
 //   outside: dscale += dy * (qmin|qmax - zp) * gf,  dzp += -dy * s * gf
 // zp + x/s and (q - zp) s - x are fused multiply-adds (one rounding each), as PyTorch's AVX2 /
-// AVX-512 kernel computes them (the compiler contracts them there); explicit, so builds without
-// FMA agree.
+// AVX-512 kernel computes them in float32 (the compiler contracts them there; PyTorch has no
+// float64 backward, which takes the same form here); explicit, so builds without FMA agree.
 // q stays floating: PyTorch casts it to int64, which overflows for |x/s| >= 2^63 or +-inf;
 // here those count as above / below the range as in the forward, and NaN as below (-> qmin).
 template <class T>

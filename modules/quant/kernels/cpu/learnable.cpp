@@ -21,11 +21,10 @@ struct LsqConsts {
 };
 
 // q = round(fma(x, inv, zp)) and r = fma(q - zp, s, -x), one rounding each as in PyTorch's
-// kernel on AVX2 / AVX-512 (kernels.h), NaN below.
-// Terms (kernels.h): a += dy r inside, as fma(dy, r, a); outside
-// b = (dy (qmin|qmax - zp)) gf and z = (dy (-s)) gf, which equals ((-dy) s) gf. The float lanes are
-// locals of the loop, so that they stay in registers (chunk256's double lanes go to memory once per
-// chunk).
+// kernel on AVX2 / AVX-512 (kernels.h), NaN below. Terms (kernels.h): a += dy r inside, as
+// fma(dy, r, a); outside b = (dy (qmin|qmax - zp)) gf and z = (dy (-s)) gf, which equals
+// ((-dy) s) gf. The float lanes are locals of the loop, so that they stay in registers
+// (chunk256's double lanes go to memory once per chunk).
 using Lanes = VF[kLanesV];
 
 // Floats in their order as integers (-0 and +0 both 0; -inf .. +inf = -0x7f800000 .. 0x7f800000).

@@ -71,10 +71,10 @@ QAT_HOST_DEVICE inline LsqGrad lsq_grad_consts(float s, float zp, float lo, floa
 }
 
 /// LSQ backward of one element (Esser et al. 2019; PyTorch 1.13's
-/// fake_quantize_learnable_*_grad_kernel_cpu as built for AVX2 / AVX-512, where the compiler
-/// contracts both (q - zp) s - x and zp + x/s into fused multiply-adds: its per-element scale
-/// gradients on this build match these bit for bit, not those of a separate product, in 535 of
-/// 578 elements, the rest the same either way; tests/golden/gen_quant_golden.py's f64 sums):
+/// fake_quantize_learnable_*_grad_kernel_cpu as Debian builds it for AVX2 / AVX-512, where the
+/// compiler contracts both zp + x/s and (q - zp) s - x into fused multiply-adds: of 578 elements
+/// inside the range, its per-element scale gradient equals this one in all, and a separately
+/// rounded (q - zp) s's in 43):
 ///   q = rint(fma(x, 1/s, zp));  inside = qmin <= q <= qmax (NaN: below)
 ///   inside:  dx = dy, ds = ((dy r) (1/s)) gf with r = fma(q - zp, s, -x) = xfq - x, dz = 0
 ///   outside: dx = 0,  ds = (dy (qmin|qmax - zp)) gf,  dz = (dy (-s)) gf
