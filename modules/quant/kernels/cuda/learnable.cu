@@ -6,8 +6,8 @@
 // per tensor the whole tensor, per channel each row of `inner` elements) form the CPU's float32
 // partial sums: a slot at run position p adds the terms at p, p + S, ..., (G of them, those
 // before the run's end) in float32 from +0 (LSQ's A: fma(dx, r, sum)), for the slots p with
-// p % (S G) < S: chunk256
-// (kernels/cpu/kernels.h), S = 16 and G = 16, for the amax gradient and LSQ's three sums. Range c's
+// p % (S G) < S: chunk256 (kernels/cpu/kernels.h), S = 16 and G = 16, for the amax gradient and
+// LSQ's three sums. Range c's
 // slots go to reduce_splits(m, len) blocks, each a contiguous chunk of slots; in a block thread t sums
 // slots t, t + 256, ... in order, in double, then the block folds its 256 sums as a tree (l[t] += l[t +
 // w], w = 128 ... 1) into one partial; a second kernel folds range c's partials the same way (thread t:
