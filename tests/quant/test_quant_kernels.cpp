@@ -331,16 +331,19 @@ BOOST_AUTO_TEST_CASE(fp8_matches_reference) {
 
 BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
   for (std::int64_t n : kSizes)
-    for (int special = 0; special < 10; ++special) {
+    for (int special = 0; special < 12; ++special) {
       F x = data(n, 0.1f, -100, 100, 21 + n, false);
       if (special == 1) x[n / 2] = kNaN;
       if (special == 2) x[n - 1] = kInf;
       if (special == 3) x[0] = -kInf;
+      // a NaN with its sign bit set (the integer-order scan's low end), and one in the tail
+      if (special == 10) x[0] = -kNaN;
+      if (special == 11) x[n - 1] = kNaN;
       // signed zeros at the minimum (4, 6, 8) or maximum (5, 7, 9): -0 counts below +0.
       // 4, 5: both signs; 6, 7: the one sign that is not the extreme (a ReLU's +0 minimum);
       // 8, 9: the extreme's sign only at the last element (the scalar tail where there is one)
       const bool at_min = special % 2 == 0;
-      for (std::int64_t i = 0; special >= 4 && i < n; ++i) {
+      for (std::int64_t i = 0; special >= 4 && special <= 9 && i < n; ++i) {
         x[i] = at_min ? std::fabs(x[i]) : -std::fabs(x[i]);
         const float other = at_min ? 0.0f : -0.0f, extreme = at_min ? -0.0f : 0.0f;
         if (special <= 5 && i % 5 == 1) x[i] = (i / 5) % 2 ? 0.0f : -0.0f;
@@ -361,7 +364,8 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           BOOST_TEST(mx == mx_ref);
           BOOST_TEST(std::signbit(mn) == std::signbit(mn_ref));
           BOOST_TEST(std::signbit(mx) == std::signbit(mx_ref));
-          BOOST_TEST(bad == (special >= 1 && special <= 3));
+          const bool nonfinite = (special >= 1 && special <= 3) || special >= 10;
+          BOOST_TEST(bad == nonfinite);
           // column-wise: [rows, cols] with cols = n, 3 rows
           const std::int64_t rows = 3;
           F xr(rows * n);
@@ -371,7 +375,7 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           F cmin(n, kInf), cmax(n, -kInf);
           bool bad2 = false;
           k::min_max_rows(xr.data(), rows, n, cmin.data(), cmax.data(), &bad2);
-          BOOST_TEST(bad2 == (special >= 1 && special <= 3));
+          BOOST_TEST(bad2 == nonfinite);
           for (std::int64_t c = 0; c < n; ++c) {
             float a = kInf, b = -kInf;
             for (std::int64_t r = 0; r < rows; ++r) {
@@ -389,7 +393,7 @@ BOOST_AUTO_TEST_CASE(min_max_matches_reference) {
           F rmin(rows), rmax(rows);
           bool bad3 = false;
           k::min_max_runs(xs.data(), rows, n, rmin.data(), rmax.data(), &bad3);
-          BOOST_TEST(bad3 == (special >= 1 && special <= 3));
+          BOOST_TEST(bad3 == nonfinite);
           for (std::int64_t r = 0; r < rows && !bad3; ++r) {
             float a, b;
             bool unused = false;

@@ -2,10 +2,13 @@
 // strict compares and reported with +-inf.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "modules/quant/kernels/cpu/minmax.cpp"
-#include <algorithm>
-#include <cmath>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/common-inl.h"
@@ -13,6 +16,8 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::kernels::HWY_NAMESPACE {
+
+using DU = hn::RebindToUnsigned<DF>;
 
 // lo = v < lo ? v : lo, hi = v > hi ? v : hi (so NaN never enters): Min(v, lo) / Max(v, hi) in
 // this operand order are exactly that on every target (x86 minps / maxps return the second
@@ -59,7 +64,7 @@ struct Ranges {
     for (; i + 4 * kNF <= n; i += 4 * kNF) {
       for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
         if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
-      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j);
+      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j & 1);
     }
     for (; i + kNF <= n; i += kNF) Add(hn::LoadU(df, x + i), 0);
     return i;
@@ -101,20 +106,87 @@ struct Ranges {
   }
 };
 
-void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
+// The fast scan: min and max in the integer order of the float bits, three integer ops per
+// vector and no NaN or sign bookkeeping. With u the bits as uint32 and s as int32:
+//   some sign bit set (umax >= 2^31): min = the negative of largest magnitude = umax, else umin;
+//   some sign bit clear (umin < 2^31): max = the positive of largest magnitude = smax, else umin.
+// This is the order -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN: -0 below +0 as Ranges
+// counts them, and a NaN always wins an end, so a NaN end means "rescan with Ranges" (which
+// skips NaN) and is the only case that needs it.
+struct BitRanges {
+  hn::Vec<DU> umax[2], umin[2];  // two sets: AVX2's 16 registers hold them and the loads
+  hn::Vec<DI> smax[2];
+  HWY_INLINE BitRanges() {
+    for (int j = 0; j < 2; ++j)
+      umax[j] = hn::Zero(DU()), umin[j] = hn::Set(DU(), ~0u), smax[j] = hn::Set(DI(), INT32_MIN);
+  }
+  HWY_INLINE void Add(VF v, int j) {
+    const auto u = hn::BitCast(DU(), v);
+    umax[j] = hn::Max(umax[j], u);
+    umin[j] = hn::Min(umin[j], u);
+    smax[j] = hn::Max(smax[j], hn::BitCast(DI(), v));
+  }
+  // x[0, n) in whole vectors; returns how many elements that was (`prefetch` as Ranges::Scan)
+  HWY_INLINE std::int64_t Scan(const float* x, std::int64_t n, bool prefetch) {
+    const DF df;
+    std::int64_t i = 0;
+    for (; i + 4 * kNF <= n; i += 4 * kNF) {
+      for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)
+        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
+      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j & 1);
+    }
+    for (; i + kNF <= n; i += kNF) Add(hn::LoadU(df, x + i), 0);
+    return i;
+  }
+  // The ends of everything scanned and of the tail t[0, n); false where a NaN is an end.
+  HWY_INLINE bool Finish(const float* t, std::int64_t n, float& a, float& b) const {
+    HWY_ALIGN std::uint32_t hi_u[kNF], lo_u[kNF];
+    HWY_ALIGN std::int32_t hi_s[kNF];
+    hn::Store(hn::Max(umax[0], umax[1]), DU(), hi_u);
+    hn::Store(hn::Min(umin[0], umin[1]), DU(), lo_u);
+    hn::Store(hn::Max(smax[0], smax[1]), DI(), hi_s);
+    std::uint32_t umx = 0, umn = ~0u;
+    std::int32_t smx = INT32_MIN;
+    for (std::int64_t i = 0; i < kNF; ++i)
+      umx = std::max(umx, hi_u[i]), umn = std::min(umn, lo_u[i]), smx = std::max(smx, hi_s[i]);
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, t + i, sizeof u);
+      umx = std::max(umx, u), umn = std::min(umn, u), smx = std::max(smx, static_cast<std::int32_t>(u));
+    }
+    const std::uint32_t lo = umx >> 31 ? umx : umn,
+                        hi = umn >> 31 ? umn : static_cast<std::uint32_t>(smx);
+    std::memcpy(&a, &lo, sizeof a);
+    std::memcpy(&b, &hi, sizeof b);
+    return !std::isnan(a) && !std::isnan(b);
+  }
+};
+
+// One run: the fast scan, then Ranges' NaN-skipping scan where a NaN was found (bad anyway).
+// AVX-512 runs Ranges alone: on this Zen 5 its float ops take 0.036 ns an element in L1, the
+// 512-bit integer min / max 0.051 (AVX2's integer scan: 0.039, against Ranges' 0.065).
+HWY_INLINE void MinMaxRun(const float* x, std::int64_t n, bool prefetch, float& a, float& b, bool& bad) {
+#if HWY_TARGET > HWY_AVX3
+  BitRanges fast;
+  const std::int64_t i = fast.Scan(x, n, prefetch);
+  if (fast.Finish(x + i, n - i, a, b)) {
+    bad = bad || a == -__builtin_inff() || b == __builtin_inff();
+    return;
+  }
+  prefetch = false;
+#endif
   Ranges r;
-  const std::int64_t i = r.Scan(x, n, false);
-  r.Finish(x + i, n - i, *mn, *mx, *bad);
+  const std::int64_t j = r.Scan(x, n, prefetch);
+  r.Finish(x + j, n - j, a, b, bad);
+}
+
+void MinMax(const float* x, std::int64_t n, float* mn, float* mx, bool* bad) {
+  MinMaxRun(x, n, false, *mn, *mx, *bad);
 }
 
 // Each of `runs` runs of n: MinMax's ranges, the weight's rows prefetched ahead.
 void MinMaxRuns(const float* x, std::int64_t runs, std::int64_t n, float* mn, float* mx, bool* bad) {
-  for (std::int64_t r = 0; r < runs; ++r) {
-    const float* xr = x + r * n;
-    Ranges ranges;
-    const std::int64_t i = ranges.Scan(xr, n, true);
-    ranges.Finish(xr + i, n - i, mn[r], mx[r], *bad);
-  }
+  for (std::int64_t r = 0; r < runs; ++r) MinMaxRun(x + r * n, n, true, mn[r], mx[r], *bad);
 }
 
 void MinMaxRows(const float* x, std::int64_t rows, std::int64_t cols, float* mn, float* mx, bool* bad) {
