@@ -7,42 +7,17 @@
 #include "framework/tensor/dispatch.h"
 
 namespace qat::nn::check {
-namespace {
-
+using detail::scan;
 using qat::detail::concat;
 
-// Counts the values of state[name] failing `ok` and reports the first of them; `why()` builds the
-// reason only then (the divergence guard runs these checks every step: no text, no allocation
-// while everything is fine).
-template <class Ok, class Why>
-void scan(Problems& p, const StateView& state, const std::string& name, const Ok& ok, const Why& why) {
-  const Tensor* t = find(state, name);
-  if (t == nullptr) return;
-  const Tensor& c = *t;  // tensors are dense
-  std::int64_t bad = 0, first = -1;
-  std::string first_value;
-  const std::int64_t n = c.numel();
-  qat::detail::dispatch_any(c.dtype(), [&]<class T>() {
-    const T* d = c.data<T>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double v = static_cast<double>(d[i]);
-      if (!ok(v) && bad++ == 0) {
-        first = i;
-        if constexpr (std::is_integral_v<T>)
-          first_value = std::to_string(d[i]);
-        else
-          first_value = value_text(v);
-      }
-    }
-  });
-  if (bad == 0) return;
+void detail::report(Problems& p, const Tensor& t, const std::string& name, std::int64_t first,
+                    const std::string& first_value, const std::string& why, std::int64_t bad) {
   std::string where = name;
-  if (c.dim() > 0) where += concat("[", first, "]");
+  if (t.dim() > 0) where += concat("[", first, "]");
+  const std::int64_t n = t.numel();
   const std::string count = n > 1 ? concat(" (", bad, " of ", n, " values)") : "";
-  p.push_back(concat(where, " = ", first_value, ": ", why(), count));
+  p.push_back(concat(where, " = ", first_value, ": ", why, count));
 }
-
-}  // namespace
 
 const Tensor* find(const StateView& state, const std::string& name) {
   const auto it = state.find(name);
@@ -59,11 +34,6 @@ std::string value_text(double v) {
   return os.str();
 }
 
-void satisfies(Problems& p, const StateView& state, const std::string& name,
-               const std::function<bool(double)>& ok, const std::function<std::string()>& why) {
-  scan(p, state, name, ok, why);
-}
-
 void finite(Problems& p, const StateView& state, const std::string& name) {
   scan(
       p, state, name, [](double v) { return std::isfinite(v); },
@@ -73,13 +43,13 @@ void finite(Problems& p, const StateView& state, const std::string& name) {
 void in_range(Problems& p, const StateView& state, const std::string& name, double lo, double hi,
               std::string_view what) {
   scan(
-      p, state, name, [lo, hi](double v) { return v >= lo && v <= hi; },
+      p, state, name, [lo, hi](double v) { return (v >= lo) & (v <= hi); },
       [&] { return concat("not ", what, " in [", value_text(lo), ", ", value_text(hi), "]"); });
 }
 
 void flag(Problems& p, const StateView& state, const std::string& name) {
   scan(
-      p, state, name, [](double v) { return v == 0 || v == 1; },
+      p, state, name, [](double v) { return (v == 0) | (v == 1); },
       [] { return std::string("a switch must be 0 or 1"); });
 }
 

@@ -2,12 +2,13 @@
 // Value checks for Module::check_state: each appends at most one line per tensor, naming the
 // tensor, the first offending index and value, and how many values are wrong:
 //   "scale[3] = 1e-45: not a scale in [1.17549e-38, 1e+30] (2 of 10 values)"
-#include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "framework/nn/module.h"
+#include "framework/tensor/dispatch.h"
 
 namespace qat::nn::check {
 
@@ -32,16 +33,49 @@ void flag(Problems& p, const StateView& state, const std::string& name);
 /// Every value equal to `value` (e.g. the fixed zero point of a symmetric spec).
 void equals(Problems& p, const StateView& state, const std::string& name, double value,
             std::string_view why);
-/// Every value v with ok(v) (read as double); `why()` says what a value must be (called only
+/// "v" for integer values, shortest round-trip text for floats ("nan", "inf", "1e-45").
+std::string value_text(double v);
+
+namespace detail {
+/// Appends "name[i] = v: why() (k of n values)" for the first failing value of t.
+void report(Problems& p, const Tensor& t, const std::string& name, std::int64_t first,
+            const std::string& first_value, const std::string& why, std::int64_t bad);
+
+/// Counts the values of state[name] failing `ok` and reports the first of them; `why()` builds
+/// the reason only then. The divergence guard runs these checks after every step: a
+/// branch-free pass (vectorised where `ok` allows) accepts the common case, all values good,
+/// without text, allocation or per-value branches.
+template <class Ok, class Why>
+void scan(Problems& p, const StateView& state, const std::string& name, const Ok& ok, const Why& why) {
+  const Tensor* t = find(state, name);
+  if (t == nullptr) return;
+  const Tensor& c = *t;  // tensors are dense
+  const std::int64_t n = c.numel();
+  qat::detail::dispatch_any(c.dtype(), [&]<class T>() {
+    const T* d = c.data<T>();
+    std::int64_t bad = 0;  // a count (a bool reduction is not vectorised)
+    for (std::int64_t i = 0; i < n; ++i) bad += !ok(static_cast<double>(d[i]));
+    if (bad == 0) return;
+    std::int64_t first = 0;
+    while (ok(static_cast<double>(d[first]))) ++first;
+    if constexpr (std::is_integral_v<T>)
+      report(p, c, name, first, std::to_string(d[first]), why(), bad);
+    else
+      report(p, c, name, first, value_text(static_cast<double>(d[first])), why(), bad);
+  });
+}
+}  // namespace detail
+
+/// Every value v with ok(v) (read as double); `why()` returns what a value must be (called only
 /// when one fails).
-void satisfies(Problems& p, const StateView& state, const std::string& name,
-               const std::function<bool(double)>& ok, const std::function<std::string()>& why);
+template <class Ok, class Why>
+void satisfies(Problems& p, const StateView& state, const std::string& name, const Ok& ok,
+               const Why& why) {
+  detail::scan(p, state, name, ok, why);
+}
 /// Scales: in [kMinScale, kMaxScale].
 inline void scale(Problems& p, const StateView& state, const std::string& name) {
   in_range(p, state, name, kMinScale, kMaxScale, "a scale");
 }
-
-/// "v" for integer values, shortest round-trip text for floats ("nan", "inf", "1e-45").
-std::string value_text(double v);
 
 }  // namespace qat::nn::check

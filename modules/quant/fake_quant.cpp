@@ -97,6 +97,16 @@ void fake_quant_f32(const float* x, float* y, std::uint8_t* mask_bits, const Lay
   });
 }
 
+void require_qparams(const float* scale, const std::int32_t* zero_point, std::int64_t n,
+                     std::int64_t qmin, std::int64_t qmax, const char* name) {
+  for (std::int64_t p = 0; p < n; ++p) {
+    QAT_REQUIRE(scale[p] > 0 && std::isfinite(scale[p]), name, "scale must be positive and finite, got ",
+                scale[p], " at index ", p);
+    QAT_REQUIRE(qmin <= zero_point[p] && zero_point[p] <= qmax, name, "zero_point ", zero_point[p],
+                " at index ", p, " is outside [", qmin, ", ", qmax, "]");
+  }
+}
+
 void record_ste_bits(Tensor& out, const char* name, const Tensor& x, Tensor mask_bits) {
   autograd::record(
       out, name, {x}, [mask_bits = std::move(mask_bits)](const Tensor& g, const Inputs&, Grads& gi) {
@@ -200,12 +210,7 @@ Tensor fake_quantize_impl(const Tensor& x, const float* scale, const std::int32_
                           const Layout& layout, std::int64_t qmin, std::int64_t qmax, const char* name) {
   require_float(x, name, "x");
   QAT_REQUIRE(qmin < qmax, name, "quant_min (", qmin, ") must be below quant_max (", qmax, ")");
-  for (std::int64_t p = 0; p < layout.num_params; ++p) {
-    QAT_REQUIRE(scale[p] > 0 && std::isfinite(scale[p]), name, "scale must be positive and finite, got ",
-                scale[p], " at index ", p);
-    QAT_REQUIRE(qmin <= zero_point[p] && zero_point[p] <= qmax, name, "zero_point ", zero_point[p],
-                " at index ", p, " is outside [", qmin, ", ", qmax, "]");
-  }
+  detail::require_qparams(scale, zero_point, layout.num_params, qmin, qmax, name);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   const bool grad = autograd::should_record(x);  // else no mask: nothing would read it
   if (x.dtype() == DType::Float32) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <typeinfo>
 #include <vector>
 
 #include "framework/distributed/replica.h"
@@ -95,9 +96,8 @@ Tensor Observer::forward(const Tensor& x) {
   }
   require_cpu(who().c_str(), {{"x", &x}});
   if (x.numel() == 0) return x;
-  spec_.validate_for(x.shape(), who().c_str());
+  begin_rows(x);
   const Tensor xf = x.dtype() == DType::Float32 ? x : x.to(DType::Float32);
-  prepare_statistics(x);
   const detail::Layout layout = detail::Layout::of(spec_, x.shape());
   std::vector<float> bmin(layout.num_params, kInf), bmax(layout.num_params, -kInf);
   bool bad = false;
@@ -121,12 +121,29 @@ Tensor Observer::forward(const Tensor& x) {
       bmax[p] = std::max(bmax[p], mx);
     });
   }
-  QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
-              " (a diverged training step or bad data)");
+  if (bad) refuse_nonfinite(x.shape());
   // data-parallel: the global batch's range (min of mins, max of maxes) before any averaging
   distributed::sync_min_max(bmin.data(), bmax.data(), layout.num_params);
   update(bmin.data(), bmax.data());
   return x;
+}
+
+void Observer::begin_rows(const Tensor& x) {
+  spec_.validate_for(x.shape(), who().c_str());
+  prepare_statistics(x);
+}
+
+bool Observer::merge(const float*, const float*, float*, float*, std::int64_t) const { return false; }
+
+void Observer::set_statistics(const float* mn, const float* mx, std::int64_t n) {
+  QAT_CHECK(n == min_val_.numel() && min_val_.device() == Device::CPU);
+  std::copy(mn, mn + n, min_val_.data<float>());
+  std::copy(mx, mx + n, max_val_.data<float>());
+}
+
+void Observer::refuse_nonfinite(const Shape& x) const {
+  throw Error(qat::detail::concat(who(), ": observed NaN or Inf in an input of shape ", x,
+                                  " (a diverged training step or bad data)"));
 }
 
 QParams Observer::calculate_qparams() const {
@@ -151,13 +168,25 @@ MinMaxObserver::MinMaxObserver(std::string type_name, const QuantSpec& spec, con
     : Observer(std::move(type_name), spec, param_shape) {}
 
 // min_val = min(min_val, min(x)), max_val = max(max_val, max(x))
-void MinMaxObserver::update(const float* batch_min, const float* batch_max) {
-  float* mn = min_val_.data<float>();
-  float* mx = max_val_.data<float>();
-  for (std::int64_t i = 0; i < min_val_.numel(); ++i) {
+void MinMaxObserver::merge_into(const float* batch_min, const float* batch_max, float* mn, float* mx,
+                                std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
     mn[i] = std::min(mn[i], batch_min[i]);
     mx[i] = std::max(mx[i], batch_max[i]);
   }
+}
+
+void MinMaxObserver::update(const float* batch_min, const float* batch_max) {
+  merge_into(batch_min, batch_max, min_val_.data<float>(), max_val_.data<float>(), min_val_.numel());
+}
+
+// Only the classes whose update is merge_into's (a subclass may override update).
+bool MinMaxObserver::merge(const float* batch_min, const float* batch_max, float* mn, float* mx,
+                           std::int64_t n) const {
+  if (typeid(*this) != typeid(MinMaxObserver) && typeid(*this) != typeid(PerChannelMinMaxObserver))
+    return false;
+  merge_into(batch_min, batch_max, mn, mx, n);
+  return true;
 }
 
 // ---- MovingAverageMinMaxObserver -------------------------------------------------------------
@@ -176,11 +205,10 @@ MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(std::string type, const
 }
 
 // first batch: min_val = min(x); then min_val += c (min(x) - min_val), in float32 as PyTorch
-void MovingAverageMinMaxObserver::update(const float* batch_min, const float* batch_max) {
+void MovingAverageMinMaxObserver::merge_into(const float* batch_min, const float* batch_max, float* mn,
+                                             float* mx, std::int64_t n) const {
   const auto c = static_cast<float>(averaging_constant_);
-  float* mn = min_val_.data<float>();
-  float* mx = max_val_.data<float>();
-  for (std::int64_t i = 0; i < min_val_.numel(); ++i) {
+  for (std::int64_t i = 0; i < n; ++i) {
     if (mn[i] == kInf && mx[i] == -kInf) {
       mn[i] = batch_min[i];
       mx[i] = batch_max[i];
@@ -189,6 +217,19 @@ void MovingAverageMinMaxObserver::update(const float* batch_min, const float* ba
       mx[i] = moving_average(mx[i], batch_max[i], c);
     }
   }
+}
+
+void MovingAverageMinMaxObserver::update(const float* batch_min, const float* batch_max) {
+  merge_into(batch_min, batch_max, min_val_.data<float>(), max_val_.data<float>(), min_val_.numel());
+}
+
+bool MovingAverageMinMaxObserver::merge(const float* batch_min, const float* batch_max, float* mn,
+                                        float* mx, std::int64_t n) const {
+  if (typeid(*this) != typeid(MovingAverageMinMaxObserver) &&
+      typeid(*this) != typeid(MovingAveragePerChannelMinMaxObserver))
+    return false;
+  merge_into(batch_min, batch_max, mn, mx, n);
+  return true;
 }
 
 std::string MovingAverageMinMaxObserver::extra_repr() const {
@@ -236,19 +277,23 @@ void Observer::check_state(const StateView& state, std::vector<std::string>& pro
   }
   const float* lo = mn->data<float>();
   const float* hi = mx->data<float>();
-  std::int64_t bad = 0, first = -1;
   const auto limit = static_cast<float>(nn::check::kMaxScale);
-  for (std::int64_t i = 0; i < mn->numel(); ++i) {
-    const bool unobserved = lo[i] == kInf && hi[i] == -kInf;
-    const bool recorded = std::fabs(lo[i]) <= limit && std::fabs(hi[i]) <= limit && lo[i] <= hi[i];
-    if (!unobserved && !recorded && bad++ == 0) first = i;
-  }
+  // bitwise & and |: a branch-free count the compiler vectorises (the guard runs this every step)
+  const auto good = [&](std::int64_t i) {
+    const bool unobserved = (lo[i] == kInf) & (hi[i] == -kInf);
+    const bool recorded = (std::fabs(lo[i]) <= limit) & (std::fabs(hi[i]) <= limit) & (lo[i] <= hi[i]);
+    return unobserved | recorded;
+  };
+  const std::int64_t n = mn->numel();
+  std::int64_t bad = 0, first = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad += !good(i);
   if (bad == 0) return;
+  while (good(first)) ++first;
   const std::string at = mn->dim() > 0 ? qat::detail::concat("[", first, "]") : "";
   problems.push_back(qat::detail::concat(
       "min_val", at, " = ", nn::check::value_text(lo[first]), ", max_val", at, " = ",
       nn::check::value_text(hi[first]),
       ": not a recorded range (finite, min <= max, |value| <= 1e+30) nor the unobserved (inf, -inf)",
-      mn->numel() > 1 ? qat::detail::concat(" (", bad, " of ", mn->numel(), " pairs)") : ""));
+      n > 1 ? qat::detail::concat(" (", bad, " of ", n, " pairs)") : ""));
 }
 }  // namespace qat::quant

@@ -48,6 +48,19 @@ class Observer : public nn::Module {
   /// kMaxScale, or the never-observed (+inf, -inf).
   void check_state(const StateView& state, std::vector<std::string>& problems) const override;
 
+  /// Internal (FakeQuantize's per-row path, observe and quantize a weight row by row):
+  /// - begin_rows: checks x as forward does (the same errors), gives the statistics x's shape;
+  /// - merge: the statistics after a batch whose ranges are batch_min / batch_max, for n
+  ///   parameters whose current values mn / mx hold on entry (update's arithmetic, on copies:
+  ///   the observer is unchanged); false for an observer without such an elementwise rule;
+  /// - set_statistics: min_val / max_val from n values each;
+  /// - refuse_nonfinite: forward's error for a batch holding NaN / inf.
+  void begin_rows(const Tensor& x);
+  virtual bool merge(const float* batch_min, const float* batch_max, float* mn, float* mx,
+                     std::int64_t n) const;
+  void set_statistics(const float* mn, const float* mx, std::int64_t n);
+  [[noreturn]] void refuse_nonfinite(const Shape& x) const;
+
  protected:
   /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks
   /// parameters never observed before.
@@ -71,6 +84,14 @@ class MinMaxObserver : public Observer {
  protected:
   MinMaxObserver(std::string type_name, const QuantSpec& spec, const Shape& param_shape);
   void update(const float* batch_min, const float* batch_max) override;
+
+ public:
+  bool merge(const float* batch_min, const float* batch_max, float* mn, float* mx,
+             std::int64_t n) const override;
+
+ private:
+  static void merge_into(const float* batch_min, const float* batch_max, float* mn, float* mx,
+                         std::int64_t n);
 };
 
 /// Exponential moving average of the batch ranges, the first batch initialising it:
@@ -89,7 +110,13 @@ class MovingAverageMinMaxObserver : public Observer {
                               double averaging_constant);
   void update(const float* batch_min, const float* batch_max) override;
 
+ public:
+  bool merge(const float* batch_min, const float* batch_max, float* mn, float* mx,
+             std::int64_t n) const override;
+
  private:
+  void merge_into(const float* batch_min, const float* batch_max, float* mn, float* mx,
+                  std::int64_t n) const;
   double averaging_constant_;
 };
 

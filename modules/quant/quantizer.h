@@ -123,6 +123,7 @@ class FakeQuantize : public Quantizer {
 
  private:
   Tensor forward_cuda(const Tensor& x);
+  Tensor observe_rows(const Tensor& x);
 
   std::shared_ptr<Observer> observer_;
   Tensor scale_, zero_point_;

@@ -1,11 +1,13 @@
 // The QAT layers, the learnable quantizer modules, the config registry and prepare_qat.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 
 #include "common/errors.h"
 #include "framework/autograd/ops.h"
 #include "framework/nn/nn.h"
 #include "framework/optim/sgd.h"
+#include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 #include "framework/tensor/storage.h"
 #include "modules/quant/fake_quant.h"
@@ -134,6 +136,113 @@ BOOST_AUTO_TEST_CASE(nan_input_names_the_observer) {
   BOOST_TEST(error_of([&] { model->forward(x); }) ==
              "MovingAverageMinMaxObserver 'quant.activation_post_process.activation_post_process': "
              "observed NaN or Inf in an input of shape [2, 8] (a diverged training step or bad data)");
+}
+
+namespace {
+// The same observers as types the per-row path does not know: FakeQuantize takes its general
+// path (observe, calculate_qparams, fake_quantize) with them.
+struct GeneralMovingAverage : MovingAverageMinMaxObserver {
+  using MovingAverageMinMaxObserver::MovingAverageMinMaxObserver;
+};
+struct GeneralMinMax : MinMaxObserver {
+  using MinMaxObserver::MinMaxObserver;
+};
+
+std::vector<float> values_of(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+std::vector<std::int32_t> ints_of(const Tensor& t) {
+  return std::vector<std::int32_t>(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel());
+}
+// Bitwise equality (signed zeros and NaN payloads included).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+}  // namespace
+
+// FakeQuantize observes and quantizes a weight's rows block by block (observe_rows): the same
+// output, straight-through mask, statistics and qparams as the general path, bit for bit, for
+// both observers, rows of a multiple of 8 or not, one and two threads; a NaN row leaves
+// everything as it was; a range too wide for float32 fails as fake_quantize does.
+BOOST_AUTO_TEST_CASE(weight_rows_observed_and_quantized_in_one_pass) {
+  struct Case {
+    std::int64_t rows, cols;
+    bool moving, symmetric;
+    int threads;
+  };
+  const Case cases[] = {{3, 16, true, true, 1},   {5, 17, true, true, 2},    {37, 200, false, true, 1},
+                        {9, 64, true, false, 1},  {256, 784, true, true, 2}, {256, 784, false, false, 2},
+                        {130, 520, true, true, 2}};
+  const int threads = get_num_threads();
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT("[" << c.rows << ", " << c.cols << "] moving " << c.moving << " symmetric "
+                           << c.symmetric << " threads " << c.threads) {
+      set_num_threads(c.threads);
+      QuantSpec spec = QuantSpec::weight_per_channel(8);
+      spec.symmetric = c.symmetric;
+      const Shape ps{c.rows};
+      std::shared_ptr<Observer> fused_obs, general_obs;
+      if (c.moving) {
+        fused_obs = std::make_shared<MovingAverageMinMaxObserver>(spec, ps);
+        general_obs = std::make_shared<GeneralMovingAverage>(spec, ps);
+      } else {
+        fused_obs = std::make_shared<MinMaxObserver>(spec, ps);
+        general_obs = std::make_shared<GeneralMinMax>(spec, ps);
+      }
+      BOOST_TEST(fused_obs->merge(nullptr, nullptr, nullptr, nullptr, 0));
+      BOOST_TEST(!general_obs->merge(nullptr, nullptr, nullptr, nullptr, 0));
+      FakeQuantize fused(spec, fused_obs, ps), general(spec, general_obs, ps);
+      fused.train(), general.train();
+      Generator gen(static_cast<std::uint64_t>(c.rows * 1000 + c.cols));
+      const Shape shape{c.rows, c.cols};
+      Tensor w = Tensor::uniform(shape, -1, 1, gen);
+      for (std::int64_t j = 0; j < c.cols; ++j) w.data<float>()[c.cols + j] = 0.0f;  // row 1: zeros
+      w.data<float>()[c.cols + 1] = -0.0f;
+      for (int step = 0; step < 3; ++step) {
+        // the weight grows past the (moving) range: clipped elements, mask bits 0
+        Tensor wf = mul(w, 1.0 + 0.5 * step).detach();
+        Tensor wg = wf.clone();
+        wf.requires_grad_(), wg.requires_grad_();
+        const Tensor yf = fused.forward(wf), yg = general.forward(wg);
+        BOOST_TEST(same_bits(values_of(yf), values_of(yg)));
+        const Tensor g = Tensor::uniform(shape, 0.5, 1, gen);
+        sum(mul(yf, g)).backward();
+        sum(mul(yg, g)).backward();
+        BOOST_TEST(same_bits(values_of(wf.grad()), values_of(wg.grad())));
+        BOOST_TEST(same_bits(values_of(fused_obs->min_val()), values_of(general_obs->min_val())));
+        BOOST_TEST(same_bits(values_of(fused_obs->max_val()), values_of(general_obs->max_val())));
+        BOOST_TEST(same_bits(values_of(fused.scale()), values_of(general.scale())));
+        BOOST_TEST(ints_of(fused.zero_point()) == ints_of(general.zero_point()), tt::per_element());
+        if (step == 2 && c.moving) {  // the lagging range clips: the mask has zeros
+          std::int64_t clipped = 0;
+          for (float v : values_of(wf.grad())) clipped += v == 0.0f;
+          BOOST_TEST(clipped > 0);
+        }
+      }
+      // a NaN in the last row: the observer's error, and nothing changed
+      const auto min_before = values_of(fused_obs->min_val());
+      const auto scale_before = values_of(fused.scale());
+      const auto zp_before = ints_of(fused.zero_point());
+      Tensor bad = w.clone();
+      bad.data<float>()[bad.numel() - 1] = std::nanf("");
+      BOOST_TEST(error_of([&] { fused.forward(bad); }) == error_of([&] { general.forward(bad); }));
+      BOOST_TEST(same_bits(values_of(fused_obs->min_val()), min_before));
+      BOOST_TEST(same_bits(values_of(fused.scale()), scale_before));
+      BOOST_TEST(ints_of(fused.zero_point()) == zp_before, tt::per_element());
+    }
+  }
+  set_num_threads(threads);
+  // asymmetric, a range wider than float32: an infinite scale, refused as fake_quantize does
+  QuantSpec spec = QuantSpec::weight_per_channel(8);
+  spec.symmetric = false;
+  FakeQuantize fused(spec, std::make_shared<MinMaxObserver>(spec, Shape{2}), Shape{2});
+  FakeQuantize general(spec, std::make_shared<GeneralMinMax>(spec, Shape{2}), Shape{2});
+  fused.train(), general.train();
+  Tensor huge = Tensor::zeros(Shape{2, 16});
+  huge.data<float>()[0] = -3e38f, huge.data<float>()[1] = 3e38f;
+  const std::string e = error_of([&] { fused.forward(huge); });
+  BOOST_TEST(e == error_of([&] { general.forward(huge); }));
+  BOOST_TEST(e.find("fake_quantize: scale must be positive and finite, got inf at index 0") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(skip_no_fuse_and_nested_modules) {

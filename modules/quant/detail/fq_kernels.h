@@ -38,6 +38,11 @@ void ste_run(const T* __restrict dy, const std::uint8_t* __restrict mask, T* __r
 /// The backward runs on the mask's device (CPU kernels or kernels::cuda::masked_copy).
 void record_ste(Tensor& out, const char* name, const Tensor& x, Tensor mask);
 
+/// Throws (naming `name`) unless every scale is positive and finite and every zero point in
+/// [qmin, qmax]: what fake_quantize checks before quantizing.
+void require_qparams(const float* scale, const std::int32_t* zero_point, std::int64_t n,
+                     std::int64_t qmin, std::int64_t qmax, const char* name);
+
 /// The same for float32 with a bit mask (kernels::fake_quant's: element i at bit i % 8 of byte
 /// i / 8), as fake_quant_f32 writes it.
 void record_ste_bits(Tensor& out, const char* name, const Tensor& x, Tensor mask_bits);
