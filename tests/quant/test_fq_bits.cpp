@@ -4,6 +4,7 @@
 // on layouts whose runs start anywhere, split over threads, against the float64 path.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -112,6 +113,8 @@ BOOST_AUTO_TEST_CASE(fake_quant_far_outside_the_grid) {
       for (float d : {-2.5f, -1.5f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f, 2.5f})
         for (float sign : {1.0f, -1.0f}) x.push_back(sign * (e + d) * scale);
     for (float v : {1e30f, -1e30f, 3.4e38f, -3.4e38f, 1e-40f, -1e-40f, 1e-45f, -1e-45f}) x.push_back(v);
+    // NaN of either sign (to quant_min, mask 0) and the infinities
+    for (float v : {std::nanf(""), -std::nanf(""), HUGE_VALF, -HUGE_VALF, 0.0f, -0.0f}) x.push_back(v);
     const std::int64_t n = static_cast<std::int64_t>(x.size());
     F ref(n);
     U8 mref(n);

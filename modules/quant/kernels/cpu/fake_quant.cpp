@@ -19,14 +19,25 @@ static_assert(std::endian::native == std::endian::little, "mask words are stored
 // y = (c - z) s. The clamp is Max(q, lo) then Min(., hi): q > lo ? q : lo, c < hi ? c : hi on
 // every target (see minmax.cpp Fold), so NaN maps to lo as in PyTorch, with mask 0.
 // kRound false: the magic-number domain (Consts), the same y and mask without the rounding.
+// In the magic-number domain the lower clamp leaves c >= lo > 0, never NaN, so the upper clamp
+// and the compare give the same on the bits as int32 (positive floats order as their bits; q
+// negative or NaN equals no such c either way): integer ops, which Zen runs on its integer
+// pipes, where the float ones share two of four (FADD) with the add, max and sub.
 template <bool kRound>
 HWY_INLINE MF FqVec(const float* x, float* y, VF inv, VF s, VF z, VF lo, VF hi) {
   const DF df;
   const VF xi = hn::Mul(hn::LoadU(df, x), inv);
   const VF q = hn::Add(kRound ? RoundEven(xi) : xi, z);
-  const VF c = hn::Min(hn::Max(q, lo), hi);
-  hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
-  return hn::Eq(c, q);
+  if constexpr (kRound) {
+    const VF c = hn::Min(hn::Max(q, lo), hi);
+    hn::StoreU(hn::Mul(hn::Sub(c, z), s), df, y);
+    return hn::Eq(c, q);
+  } else {
+    const DI di;
+    const VI ci = hn::Min(hn::BitCast(di, hn::Max(q, lo)), hn::BitCast(di, hi));
+    hn::StoreU(hn::Mul(hn::Sub(hn::BitCast(df, ci), z), s), df, y);
+    return hn::RebindMask(df, hn::Eq(ci, hn::BitCast(di, q)));
+  }
 }
 
 // A vector's mask as bits, lane j at bit j. On x86 straight from the mask register or movmskps
