@@ -121,7 +121,8 @@ Tensor Observer::forward(const Tensor& x) {
       bmax[p] = std::max(bmax[p], mx);
     });
   }
-  if (bad) refuse_nonfinite(x.shape());
+  QAT_REQUIRE(!bad, who(), "observed NaN or Inf in an input of shape ", x.shape(),
+              " (a diverged training step or bad data)");
   // data-parallel: the global batch's range (min of mins, max of maxes) before any averaging
   distributed::sync_min_max(bmin.data(), bmax.data(), layout.num_params);
   update(bmin.data(), bmax.data());
@@ -139,11 +140,6 @@ void Observer::set_statistics(const float* mn, const float* mx, std::int64_t n) 
   QAT_CHECK(n == min_val_.numel() && min_val_.device() == Device::CPU);
   std::copy(mn, mn + n, min_val_.data<float>());
   std::copy(mx, mx + n, max_val_.data<float>());
-}
-
-void Observer::refuse_nonfinite(const Shape& x) const {
-  throw Error(qat::detail::concat(who(), ": observed NaN or Inf in an input of shape ", x,
-                                  " (a diverged training step or bad data)"));
 }
 
 QParams Observer::calculate_qparams() const {

@@ -53,13 +53,11 @@ class Observer : public nn::Module {
   /// - merge: the statistics after a batch whose ranges are batch_min / batch_max, for n
   ///   parameters whose current values mn / mx hold on entry (update's arithmetic, on copies:
   ///   the observer is unchanged); false for an observer without such an elementwise rule;
-  /// - set_statistics: min_val / max_val from n values each;
-  /// - refuse_nonfinite: forward's error for a batch holding NaN / inf.
+  /// - set_statistics: min_val / max_val from n values each.
   void begin_rows(const Tensor& x);
   virtual bool merge(const float* batch_min, const float* batch_max, float* mn, float* mx,
                      std::int64_t n) const;
   void set_statistics(const float* mn, const float* mx, std::int64_t n);
-  [[noreturn]] void refuse_nonfinite(const Shape& x) const;
 
  protected:
   /// Updates min_val_/max_val_ from the per-parameter range of this batch; first marks

@@ -229,6 +229,18 @@ BOOST_AUTO_TEST_CASE(weight_rows_observed_and_quantized_in_one_pass) {
       BOOST_TEST(same_bits(values_of(fused_obs->min_val()), min_before));
       BOOST_TEST(same_bits(values_of(fused.scale()), scale_before));
       BOOST_TEST(ints_of(fused.zero_point()) == zp_before, tt::per_element());
+      // a corrupt state (min > max) in a row of the second thread's share: calculate_qparams's
+      // error, as on the general path (no exception may leave an OpenMP thread)
+      if (c.moving && c.rows >= 256) {
+        for (Observer* o : {fused_obs.get(), general_obs.get()}) {
+          o->min_val().data<float>()[200] = 10.0f;
+          o->max_val().data<float>()[200] = -10.0f;
+        }
+        const std::string e = error_of([&] { fused.forward(w); });
+        BOOST_TEST(e == error_of([&] { general.forward(w); }));
+        BOOST_TEST(e.find("calculate_qparams: min ") == 0, e);
+        BOOST_TEST(same_bits(values_of(fused_obs->min_val()), values_of(general_obs->min_val())));
+      }
     }
   }
   set_num_threads(threads);
