@@ -224,9 +224,10 @@ Tensor FakeQuantize::observe_rows(const Tensor& x) {
   const detail::Layout l = detail::Layout::of(spec_, x.shape());
   const std::int64_t rows = l.len, n = l.inner;
   if (l.blocked || l.outer != 1 || rows < 2 || n < detail::kShortRun) return Tensor();
-  std::vector<float> mn(observer_->min_val().data<float>(), observer_->min_val().data<float>() + rows),
-      mx(observer_->max_val().data<float>(), observer_->max_val().data<float>() + rows);
   if (!observer_->merge(nullptr, nullptr, nullptr, nullptr, 0)) return Tensor();  // no rule
+  const float* lo = observer_->min_val().data<float>();
+  const float* hi = observer_->max_val().data<float>();
+  std::vector<float> mn(lo, lo + rows), mx(hi, hi + rows);  // the statistics, committed at the end
   std::vector<float> scale(rows);
   std::vector<std::int32_t> zp(rows);
   Tensor out = Tensor::empty(x.shape(), DType::Float32);

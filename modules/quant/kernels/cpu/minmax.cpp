@@ -28,6 +28,22 @@ HWY_INLINE void Fold(VF v, VF& lo, VF& hi, MF& nan) {
   nan = hn::Or(nan, IsNan(v));
 }
 
+// x[0, n) in whole vectors, four a step into two accumulator sets: add(v, set); returns how
+// many elements that was. `prefetch`: a weight comes from L3 at the start of a step, so fetch
+// 4 KB ahead, across the rows (a 64-byte line per 16 floats).
+template <class Add>
+HWY_INLINE std::int64_t ScanVectors(const float* x, std::int64_t n, bool prefetch, const Add& add) {
+  const DF df;
+  std::int64_t i = 0;
+  for (; i + 4 * kNF <= n; i += 4 * kNF) {
+    for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)
+      if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
+    for (int j = 0; j < 4; ++j) add(hn::LoadU(df, x + i + j * kNF), j & 1);
+  }
+  for (; i + kNF <= n; i += kNF) add(hn::LoadU(df, x + i), 0);
+  return i;
+}
+
 // The signs of a zero minimum or maximum, from the same read: with min == 0 no value is below
 // zero, so a set sign bit anywhere (the OR of all bits) is a -0; with max == 0 a clear sign bit
 // anywhere (the AND of all bits) is a +0. (A NaN's sign bit may answer wrongly; a NaN is
@@ -56,18 +72,9 @@ struct Ranges {
   HWY_INLINE Ranges() : nan(hn::FirstN(DF(), 0)) {
     for (int j = 0; j < 4; ++j) lo[j] = hn::Set(DF(), __builtin_inff()), hi[j] = hn::Set(DF(), -__builtin_inff());
   }
-  // x[0, n) in whole vectors; returns how many elements that was. `prefetch`: a weight comes
-  // from L3 at the start of a step, so fetch 4 KB ahead, across the rows.
+  // x[0, n) in whole vectors (ScanVectors); returns how many elements that was
   HWY_INLINE std::int64_t Scan(const float* x, std::int64_t n, bool prefetch) {
-    const DF df;
-    std::int64_t i = 0;
-    for (; i + 4 * kNF <= n; i += 4 * kNF) {
-      for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)  // a 64-byte line per 16 floats
-        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
-      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j & 1);
-    }
-    for (; i + kNF <= n; i += kNF) Add(hn::LoadU(df, x + i), 0);
-    return i;
+    return ScanVectors(x, n, prefetch, [this](VF v, int j) { Add(v, j); });
   }
   // The range of everything scanned and of the scalar tail t[0, n) (n < a vector); `bad` gets
   // a NaN or an infinite end.
@@ -128,15 +135,7 @@ struct BitRanges {
   }
   // x[0, n) in whole vectors; returns how many elements that was (`prefetch` as Ranges::Scan)
   HWY_INLINE std::int64_t Scan(const float* x, std::int64_t n, bool prefetch) {
-    const DF df;
-    std::int64_t i = 0;
-    for (; i + 4 * kNF <= n; i += 4 * kNF) {
-      for (std::int64_t b = 0; prefetch && b < 4 * kNF; b += 16)
-        if (4 * kNF >= 16 || i % 16 == 0) __builtin_prefetch(x + i + b + 1024);
-      for (int j = 0; j < 4; ++j) Add(hn::LoadU(df, x + i + j * kNF), j & 1);
-    }
-    for (; i + kNF <= n; i += kNF) Add(hn::LoadU(df, x + i), 0);
-    return i;
+    return ScanVectors(x, n, prefetch, [this](VF v, int j) { Add(v, j); });
   }
   // The ends of everything scanned and of the tail t[0, n); false where a NaN is an end.
   HWY_INLINE bool Finish(const float* t, std::int64_t n, float& a, float& b) const {
