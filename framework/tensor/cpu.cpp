@@ -197,24 +197,28 @@ std::string describe() {
 }
 
 namespace {
-std::atomic<int>& direct_conv_state() {  // -1: not read from the environment yet
-  static std::atomic<int> on{-1};
-  return on;
-}
+// A switch on unless the environment variable says "0", until set() overrides it.
+struct EnvSwitch {
+  const char* variable;
+  std::atomic<int> on{-1};  // -1: not read from the environment yet
+  bool get() {
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+      const char* env = std::getenv(variable);
+      v = env != nullptr && std::string(env) == "0" ? 0 : 1;
+      on.store(v, std::memory_order_relaxed);
+    }
+    return v == 1;
+  }
+  void set(bool value) { on.store(value ? 1 : 0, std::memory_order_relaxed); }
+};
+EnvSwitch direct_conv_switch{"QAT_CONV_DIRECT"}, winograd_conv_switch{"QAT_CONV_WINOGRAD"};
 }  // namespace
 
-bool direct_conv() {
-  std::atomic<int>& on = direct_conv_state();
-  int v = on.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("QAT_CONV_DIRECT");
-    v = env != nullptr && std::string(env) == "0" ? 0 : 1;
-    on.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
-
-void set_direct_conv(bool on) { direct_conv_state().store(on ? 1 : 0, std::memory_order_relaxed); }
+bool direct_conv() { return direct_conv_switch.get(); }
+void set_direct_conv(bool on) { direct_conv_switch.set(on); }
+bool winograd_conv() { return winograd_conv_switch.get(); }
+void set_winograd_conv(bool on) { winograd_conv_switch.set(on); }
 
 namespace detail {
 void ensure_initialized() {

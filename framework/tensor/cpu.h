@@ -69,6 +69,12 @@ class IsaGuard {
 /// the two). The two agree within float tolerance; each gives the same bits for any thread count.
 bool direct_conv();
 void set_direct_conv(bool on);
+/// Whether conv2d on float32 CPU tensors computes 3x3 and 5x5 convolutions of stride 1 (forward
+/// and dx) by Winograd's F(2x2, r x r) (kernels/cpu/winograd.h: 2.25x / 2.78x fewer multiplies,
+/// float error a few times the GEMM's) where a batch fills the vector lanes: on unless
+/// QAT_CONV_WINOGRAD=0 or set_winograd_conv(false). Each gives the same bits for any thread count.
+bool winograd_conv();
+void set_winograd_conv(bool on);
 
 namespace detail {
 /// Applies the environment's choice once (called by QAT_DISPATCH before every kernel call).

@@ -273,6 +273,62 @@ BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
   }
 }
 
+// Winograd F(2x2, r x r) (kernels/cpu/winograd.h) on the current kernel path against float64,
+// next to the GEMM path (cpu::set_winograd_conv(false); the direct kernel off, which would take
+// the shapes with few taps per output): batches that leave a partial block of
+// images, odd output planes (partial tiles), output channel counts that leave every block tail,
+// groups, padding on one side only, padding beyond the kernel's reach (dx then through col2im),
+// a single output; the same bits at 1 and 2 threads, and results that are not the GEMM's bits
+// (so the Winograd path ran).
+BOOST_AUTO_TEST_CASE(conv2d_winograd_kernels) {
+  const ConvCase configs[] = {
+      {"fmnist_conv2", {19, 16, 14, 14}, {32, 16, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},
+      {"odd_planes_3x3", {17, 3, 9, 7}, {5, 3, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      {"unpadded_5x5_tails", {9, 4, 11, 8}, {19, 4, 5, 5}, conv_params({1, 1}, {0, 0}, {1, 1}, 1), true},
+      {"groups_2", {16, 6, 6, 10}, {10, 3, 3, 3}, conv_params({1, 1}, {0, 0}, {1, 1}, 2), false},
+      {"uneven_padding", {8, 5, 8, 9}, {7, 5, 3, 3}, conv_params({1, 1}, {2, 1}, {1, 1}, 1), true},
+      {"padding_past_reach", {8, 2, 5, 6}, {3, 2, 3, 3}, conv_params({1, 1}, {3, 3}, {1, 1}, 1), true},
+      {"one_output", {8, 3, 3, 3}, {4, 3, 3, 3}, conv_params({1, 1}, {0, 0}, {1, 1}, 1), true},
+  };
+  std::uint64_t seed = 950;
+  for (const ConvCase& c : configs) {
+    const Tensor x64 = rand_double(c.x, seed++).detach(), w64 = rand_double(c.w, seed++).detach();
+    const Tensor b64 = c.bias ? rand_double(Shape{c.w[0]}, seed++).detach() : Tensor();
+    Tensor xr = x64.clone().requires_grad_(), wr = w64.clone().requires_grad_(),
+           br = c.bias ? b64.clone().requires_grad_() : Tensor();
+    Tensor yr = conv2d(xr, wr, br, c.p);
+    const Tensor g64 = rand_double(yr.shape(), seed++).detach();
+    yr.backward(g64);
+    struct Out {
+      Tensor y, dx, dw;
+    };
+    auto run = [&](bool winograd, int threads) {
+      const int saved = get_num_threads();
+      set_num_threads(threads);
+      cpu::set_winograd_conv(winograd);
+      cpu::set_direct_conv(false);
+      Tensor x = x64.to(DType::Float32).requires_grad_(), w = w64.to(DType::Float32).requires_grad_();
+      Tensor b = c.bias ? b64.to(DType::Float32).requires_grad_() : Tensor();
+      Tensor y = conv2d(x, w, b, c.p);
+      y.backward(g64.to(DType::Float32));
+      cpu::set_winograd_conv(true);
+      cpu::set_direct_conv(true);
+      set_num_threads(saved);
+      return Out{y.detach(), x.grad(), w.grad()};
+    };
+    const Out wino = run(true, 1), wino2 = run(true, 2), gemm = run(false, 1);
+    const std::string name = std::string(c.name) + " (" + cpu::isa_name(cpu::isa()) + ")";
+    expect_close(wino.y, yr.detach(), 2e-5, name + " y");
+    expect_close(wino.dx, xr.grad(), 2e-5, name + " dx");
+    expect_close(wino.dw, wr.grad(), 1e-5, name + " dW");
+    expect_close(gemm.y, yr.detach(), 1e-5, name + " y, GEMM path");
+    expect_close(gemm.dx, xr.grad(), 1e-5, name + " dx, GEMM path");
+    BOOST_TEST(wino.y.to_vector<float>() != gemm.y.to_vector<float>(), name << ": y is the GEMM's");
+    BOOST_TEST(wino.y.to_vector<float>() == wino2.y.to_vector<float>(), name << ": y at 2 threads");
+    BOOST_TEST(wino.dx.to_vector<float>() == wino2.dx.to_vector<float>(), name << ": dx at 2 threads");
+  }
+}
+
 // The float32 kernels (AVX-512 GEMMs reading the im2col matrix in place) against the float64
 // path (the matrix built, BLAS) on shapes that take every branch: output channels as GEMM
 // columns (Og >= 32) or not, dx as a convolution of dY (stride 1) or through col2im (stride 2,

@@ -1,0 +1,450 @@
+// Winograd F(2x2, r x r) convolution (winograd.h), compiled once per instruction set
+// (tensor/simd.h). One block of L images, lanes = images:
+//   1. pack      xt[c][h][w][lane] = x[lane][c][h - pad_h][w - pad_w], zero outside
+//   2. per 2x2 output tile:
+//        v[xi][c]  = (B^T d_c B)[xi]                    d_c: the a x a input tile of channel c
+//        m[xi][o]  = sum_c u[xi][c][o] v[xi][c]         a^2 small products, channels in order,
+//        s[a][j][o] = sum_k AT[j][k] m[(a, k)][o]         in registers, each reduced at once
+//        yt[o][i][j] = sum_a AT[i][a] s[a][j][o] + b[o]   the tile's 2x2 outputs
+//   3. unpack    y[lane][o][h][w] = yt[o][h][w][lane]
+// The transforms apply the constant matrices below with their zeros skipped and +-1 as adds.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "framework/kernels/cpu/winograd.cpp"
+#include "framework/kernels/cpu/winograd.h"
+
+// clang-format off
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+// clang-format on
+
+#include "framework/kernels/cpu/lanes-inl.h"
+#include "framework/tensor/simd.h"
+
+// The input and output transforms of F(2x2, r x r), shared by every target; G (the kernels') is
+// in g_times below (scripts/winograd_matrices.py derives all three).
+#ifndef QAT_KERNELS_WINOGRAD_MATRICES_
+#define QAT_KERNELS_WINOGRAD_MATRICES_
+namespace qat::kernels::winograd_matrices {
+template <int R>
+struct F2;
+template <>
+struct F2<3> {  // points 0, 1, -1, infinity
+  static constexpr int A = 4;
+  static constexpr float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}};
+  static constexpr float AT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, 1}};
+};
+template <>
+struct F2<5> {  // points 0, 1, -1, 2, -2, infinity
+  static constexpr int A = 6;
+  static constexpr float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float AT[2][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
+};
+}  // namespace qat::kernels::winograd_matrices
+#endif
+
+// No std:: templates below this point (ODR: they would be compiled with each target's flags).
+HWY_BEFORE_NAMESPACE();
+namespace qat::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace {
+
+using i64 = std::int64_t;
+using lanes::D;
+using lanes::L;
+using lanes::V;
+using winograd_matrices::F2;
+
+// Output channels the product holds at once: at least 8 (the multiply-adds' latency times their
+// throughput) independent sums. With 32 vector registers (AVX-512) the output transform's two
+// sums per channel stay in registers too; with 16, in memory.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kOB = 8;
+constexpr bool kSumsInRegisters = true;
+#else
+constexpr int kOB = 8;
+constexpr bool kSumsInRegisters = false;
+#endif
+
+// out(i, sum_j M[i][j] in(j)) for i < Rows: zero coefficients skipped, +-1 as adds, the rest
+// multiply-adds; the order of the sum is j = 0, 1, ... (the loops unroll, the branches fold).
+template <int Rows, int Cols, const float (&M)[Rows][Cols], class In, class Out>
+HWY_INLINE void apply(In in, Out out) {
+  const D d;
+#pragma GCC unroll 8
+  for (int i = 0; i < Rows; ++i) {
+    V acc = hn::Zero(d);
+    bool first = true;
+#pragma GCC unroll 8
+    for (int j = 0; j < Cols; ++j) {
+      const float m = M[i][j];
+      if (m == 0.0f) continue;
+      const V x = in(j);
+      if (first)
+        acc = m == 1.0f ? x : m == -1.0f ? hn::Neg(x) : hn::Mul(hn::Set(d, m), x);
+      else if (m == 1.0f)
+        acc = hn::Add(acc, x);
+      else if (m == -1.0f)
+        acc = hn::Sub(acc, x);
+      else
+        acc = hn::MulAdd(hn::Set(d, m), x, acc);
+      first = false;
+    }
+    out(i, acc);
+  }
+}
+
+// out(k, (B^T x)[k]) for F(2x2, 5x5): 14 operations on shared sums instead of 22
+template <class In, class Out>
+HWY_INLINE void bt5(In in, Out out) {
+  const D d;
+  const V x0 = in(0), x1 = in(1), x2 = in(2), x3 = in(3), x4 = in(4), x5 = in(5);
+  const V two = hn::Set(d, 2.0f), four = hn::Set(d, 4.0f), five = hn::Set(d, 5.0f);
+  out(0, hn::NegMulAdd(five, x2, hn::MulAdd(four, x0, x4)));  // 4 x0 - 5 x2 + x4
+  const V s12 = hn::Add(x1, x2), d12 = hn::Sub(x1, x2), s34 = hn::Add(x3, x4), d43 = hn::Sub(x4, x3);
+  out(1, hn::NegMulAdd(four, s12, s34));  // -4 x1 - 4 x2 + x3 + x4
+  out(2, hn::MulAdd(four, d12, d43));     // 4 x1 - 4 x2 - x3 + x4
+  const V d42 = hn::Sub(x4, x2), d31 = hn::Sub(x3, x1);
+  out(3, hn::MulAdd(two, d31, d42));                          // -2 x1 - x2 + 2 x3 + x4
+  out(4, hn::NegMulAdd(two, d31, d42));                       // 2 x1 - x2 - 2 x3 + x4
+  out(5, hn::NegMulAdd(five, x3, hn::MulAdd(four, x1, x5)));  // 4 x1 - 5 x3 + x5
+}
+
+// out(k, (B^T x)[k])
+template <int R, class In, class Out>
+HWY_INLINE void input_transform(In in, Out out) {
+  if constexpr (R == 5)
+    bt5(in, out);
+  else
+    apply<F2<R>::A, F2<R>::A, F2<R>::BT>(in, out);
+}
+
+// acc = c * x + acc for a constant c (0: nothing, +-1: an add)
+HWY_INLINE V add_scaled(float c, V x, V acc) {
+  if (c == 0.0f) return acc;
+  if (c == 1.0f) return hn::Add(acc, x);
+  if (c == -1.0f) return hn::Sub(acc, x);
+  return hn::MulAdd(hn::Set(D(), c), x, acc);
+}
+
+// The products and the first half of the output transform, for output channels o0 + q, q < OB:
+//   s[a][j][o] = sum_k AT[j][k] m[(a, k)][o],   m[xi][o] = sum_c u[xi][c][o] v[xi][c]
+// with m in registers (v (a^2, C, L), u (a^2, C, O) from o0, s (A, 2, O, L) from o0). s is
+// summed in registers where they hold all three (AVX-512), else in s itself (in L1).
+template <int R, int OB>
+HWY_INLINE void product_block(const float* HWY_RESTRICT v, const float* HWY_RESTRICT u, i64 C, i64 O,
+                              float* HWY_RESTRICT s) {
+  using T = F2<R>;
+  constexpr int A = T::A;
+  const D d;
+  for (int a = 0; a < A; ++a) {
+    float* s0p = s + (a * 2 + 0) * O * L;
+    float* s1p = s + (a * 2 + 1) * O * L;
+    V s0[kSumsInRegisters ? OB : 1], s1[kSumsInRegisters ? OB : 1];
+#pragma GCC unroll 16
+    for (int q = 0; q < OB; ++q) {
+      if constexpr (kSumsInRegisters) {
+        s0[q] = s1[q] = hn::Zero(d);
+      } else {
+        hn::Store(hn::Zero(d), d, s0p + q * L);
+        hn::Store(hn::Zero(d), d, s1p + q * L);
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < A; ++k) {
+      const i64 xi = a * A + k;
+      const float* vx = v + xi * C * L;
+      const float* ux = u + xi * C * O;
+      V acc[OB];
+#pragma GCC unroll 16
+      for (int q = 0; q < OB; ++q) acc[q] = hn::Zero(d);
+      for (i64 c = 0; c < C; ++c) {
+        const V x = hn::Load(d, vx + c * L);
+#pragma GCC unroll 16
+        for (int q = 0; q < OB; ++q) acc[q] = hn::MulAdd(hn::Set(d, ux[c * O + q]), x, acc[q]);
+      }
+      const float c0 = T::AT[0][k], c1 = T::AT[1][k];
+#pragma GCC unroll 16
+      for (int q = 0; q < OB; ++q) {
+        if constexpr (kSumsInRegisters) {
+          s0[q] = add_scaled(c0, acc[q], s0[q]);
+          s1[q] = add_scaled(c1, acc[q], s1[q]);
+        } else {
+          if (c0 != 0.0f) hn::Store(add_scaled(c0, acc[q], hn::Load(d, s0p + q * L)), d, s0p + q * L);
+          if (c1 != 0.0f) hn::Store(add_scaled(c1, acc[q], hn::Load(d, s1p + q * L)), d, s1p + q * L);
+        }
+      }
+    }
+    if constexpr (kSumsInRegisters) {
+#pragma GCC unroll 16
+      for (int q = 0; q < OB; ++q) {
+        hn::Store(s0[q], d, s0p + q * L);
+        hn::Store(s1[q], d, s1p + q * L);
+      }
+    }
+  }
+}
+
+// s (A, 2, O, L) for every output channel, in blocks of kOB, then 4, 2, 1
+template <int R>
+HWY_NOINLINE void product(const float* v, const float* u, i64 C, i64 O, float* s) {
+  i64 o = 0;
+  for (; o + kOB <= O; o += kOB) product_block<R, kOB>(v, u + o, C, O, s + o * L);
+  if (o + 4 <= O) product_block<R, 4>(v, u + o, C, O, s + o * L), o += 4;
+  if (o + 2 <= O) product_block<R, 2>(v, u + o, C, O, s + o * L), o += 2;
+  if (o < O) product_block<R, 1>(v, u + o, C, O, s + o * L);
+}
+
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
+constexpr bool kTranspose = true;
+// r[i][j] <-> r[j][i]: an L x L block of floats in L registers, by the usual unpack / shuffle
+// stages (64 shuffles for 16 x 16, 24 for 8 x 8)
+#if HWY_TARGET <= HWY_AVX3
+HWY_INLINE void transpose(V* r) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i].raw, r[i + 1].raw);
+    t[i + 1] = _mm512_unpackhi_ps(r[i].raw, r[i + 1].raw);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int k = 0; k < 2; ++k) {
+      const __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
+      u[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  // u[4q + k]: 128-bit block b of it holds rows 4q..4q+3 of column 4b + k
+  for (int i = 0; i < 16; i += 8)
+    for (int k = 0; k < 4; ++k) {
+      t[i + k] = _mm512_shuffle_f32x4(u[i + k], u[i + k + 4], 0x88);      // blocks 0, 2 | 0, 2
+      t[i + k + 4] = _mm512_shuffle_f32x4(u[i + k], u[i + k + 4], 0xdd);  // blocks 1, 3 | 1, 3
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k].raw = _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88);
+    r[k + 8].raw = _mm512_shuffle_f32x4(t[k], t[k + 8], 0xdd);
+  }
+}
+#else
+HWY_INLINE void transpose(V* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i].raw, r[i + 1].raw);
+    t[i + 1] = _mm256_unpackhi_ps(r[i].raw, r[i + 1].raw);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int k = 0; k < 2; ++k) {
+      u[i + 2 * k] = _mm256_shuffle_ps(t[i + k], t[i + k + 2], 0x44);
+      u[i + 2 * k + 1] = _mm256_shuffle_ps(t[i + k], t[i + k + 2], 0xee);
+    }
+  for (int k = 0; k < 4; ++k) {
+    r[k].raw = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    r[k + 4].raw = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+  }
+}
+#endif
+#else
+constexpr bool kTranspose = false;
+HWY_INLINE void transpose(V*) {}
+#endif
+
+// xt (C, hp, wp, L) = the block's images, zero-padded; lanes past count: zeros
+HWY_NOINLINE void pack(const float* HWY_RESTRICT x, i64 count, const WinogradGeom& g, i64 hp, i64 wp,
+                       float* HWY_RESTRICT xt) {
+  const D d;
+  for (i64 c = 0; c < g.C; ++c)
+    for (i64 h = 0; h < g.H; ++h) {
+      const float* src = x + (c * g.H + h) * g.W;
+      float* dst = xt + ((c * hp + h + g.pad_h) * wp + g.pad_w) * L;
+      if constexpr (kTranspose) {  // L columns of L images at a time
+        for (i64 w0 = 0; w0 < g.W; w0 += L) {
+          const i64 n = g.W - w0 < L ? g.W - w0 : L;
+          const lanes::LaneMask m = lanes::lane_mask(n);
+          V r[L];
+          for (i64 lane = 0; lane < L; ++lane)
+            r[lane] = lane < count ? lanes::load_masked(m, src + lane * g.x_image + w0) : hn::Zero(d);
+          transpose(r);
+          for (i64 j = 0; j < n; ++j) hn::Store(r[j], d, dst + (w0 + j) * L);
+        }
+      } else {
+        for (i64 w = 0; w < g.W; ++w, dst += L) {
+          i64 lane = 0;
+          for (; lane < count; ++lane) dst[lane] = src[lane * g.x_image + w];
+          for (; lane < L; ++lane) dst[lane] = 0.0f;
+        }
+      }
+    }
+}
+
+// y[lane] (O, Ho, Wo) = yt (O, yh, yw, L) for lanes < count
+HWY_NOINLINE void unpack(const float* HWY_RESTRICT yt, i64 count, const WinogradGeom& g, i64 yh, i64 yw,
+                         float* HWY_RESTRICT y) {
+  const D d;
+  for (i64 o = 0; o < g.O; ++o)
+    for (i64 h = 0; h < g.Ho; ++h) {
+      const float* src = yt + (o * yh + h) * yw * L;
+      float* dst = y + (o * g.Ho + h) * g.Wo;
+      if constexpr (kTranspose) {
+        for (i64 w0 = 0; w0 < g.Wo; w0 += L) {
+          const i64 n = g.Wo - w0 < L ? g.Wo - w0 : L;
+          V r[L];
+          for (i64 j = 0; j < L; ++j) r[j] = j < n ? hn::Load(d, src + (w0 + j) * L) : hn::Zero(d);
+          transpose(r);
+          if (n == L) {
+            for (i64 lane = 0; lane < count; ++lane) hn::StoreU(r[lane], d, dst + lane * g.y_image + w0);
+          } else {
+            const lanes::LaneMask m = lanes::lane_mask(n);
+            for (i64 lane = 0; lane < count; ++lane)
+              lanes::store_masked(r[lane], m, dst + lane * g.y_image + w0);
+          }
+        }
+      } else {
+        for (i64 w = 0; w < g.Wo; ++w, src += L)
+          for (i64 lane = 0; lane < count; ++lane) dst[lane * g.y_image + w] = src[lane];
+      }
+    }
+}
+
+// v[xi][c] = (B^T d_c B)[xi] for the tile whose a x a inputs start at xt (channel 0)
+template <int R>
+HWY_NOINLINE void input_tile(const float* HWY_RESTRICT xt, i64 C, i64 plane, i64 wp,
+                             float* HWY_RESTRICT v) {
+  using T = F2<R>;
+  constexpr int A = T::A;
+  const D d;
+  for (i64 c = 0; c < C; ++c) {
+    const float* dt = xt + c * plane;
+    V rows[A][A];  // rows[i][k] = sum_j BT[k][j] d[i][j]
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i)
+      input_transform<R>([&](int j) { return hn::Load(d, dt + (i * wp + j) * L); },
+                         [&](int k, V r) { rows[i][k] = r; });
+#pragma GCC unroll 8
+    for (int k = 0; k < A; ++k)  // v[a][k] = sum_i BT[a][i] rows[i][k]
+      input_transform<R>([&](int i) { return rows[i][k]; },
+                         [&](int a, V r) { hn::Store(r, d, v + ((a * A + k) * C + c) * L); });
+  }
+}
+
+// the tile's 2x2 outputs y[o][i][j] = sum_a AT[i][a] s[a][j][o] + b[o], rows yw * L apart
+template <int R>
+HWY_NOINLINE void output_tile(const float* HWY_RESTRICT s, i64 O, const float* b, i64 plane, i64 yw,
+                              float* HWY_RESTRICT y) {
+  using T = F2<R>;
+  constexpr int A = T::A;
+  const D d;
+  for (i64 o = 0; o < O; ++o) {
+    const V bias = hn::Set(d, b != nullptr ? b[o] : 0.0f);
+    float* dst = y + o * plane;
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j)
+      apply<2, A, T::AT>([&](int a) { return hn::Load(d, s + ((a * 2 + j) * O + o) * L); },
+                         [&](int i, V r) { hn::Store(hn::Add(r, bias), d, dst + (i * yw + j) * L); });
+  }
+}
+
+template <int R>
+void forward(const float* HWY_RESTRICT x, i64 count, const float* HWY_RESTRICT u, const float* b,
+             const WinogradGeom& g, float* HWY_RESTRICT y, float* HWY_RESTRICT scratch) {
+  constexpr int A = F2<R>::A;
+  const i64 th = g.tiles_h(), tw = g.tiles_w();
+  const i64 hp = 2 * th + R - 1, wp = 2 * tw + R - 1;  // the tiles' input rows and columns
+  const i64 yh = 2 * th, yw = 2 * tw;
+  float* xt = scratch;                 // (C, hp, wp, L), zero outside the copied planes
+  float* vt = xt + g.C * hp * wp * L;  // (A^2, C, L)
+  float* st = vt + A * A * g.C * L;    // (A, 2, O, L)
+  float* yt = st + A * 2 * g.O * L;    // (O, yh, yw, L)
+  pack(x, count, g, hp, wp, xt);
+  for (i64 ty = 0; ty < th; ++ty)
+    for (i64 tx = 0; tx < tw; ++tx) {
+      input_tile<R>(xt + (2 * ty * wp + 2 * tx) * L, g.C, hp * wp * L, wp, vt);
+      product<R>(vt, u, g.C, g.O, st);
+      output_tile<R>(st, g.O, b, yh * yw * L, yw, yt + (2 * ty * yw + 2 * tx) * L);
+    }
+  unpack(yt, count, g, yh, yw, y);
+}
+
+}  // namespace
+
+i64 WinogradLanes() { return L; }
+
+void WinogradForward(const float* x, i64 count, const float* u, const float* b, const WinogradGeom& g,
+                     float* y, float* scratch) {
+  if (g.r == 3)
+    forward<3>(x, count, u, b, g, y, scratch);
+  else
+    forward<5>(x, count, u, b, g, y, scratch);
+}
+
+}  // namespace qat::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "framework/tensor/error.h"
+
+namespace qat::kernels {
+
+HWY_EXPORT(WinogradLanes);
+HWY_EXPORT(WinogradForward);
+
+std::int64_t winograd_lanes() { return QAT_DISPATCH(WinogradLanes)(); }
+
+std::int64_t winograd_scratch_floats(const WinogradGeom& g) {
+  const std::int64_t a = g.alpha(), th = g.tiles_h(), tw = g.tiles_w();
+  const std::int64_t hp = 2 * th + g.r - 1, wp = 2 * tw + g.r - 1;
+  return (g.C * hp * wp + a * a * g.C + 2 * a * g.O + g.O * 4 * th * tw) * winograd_lanes();
+}
+
+namespace {
+// out[a] = sum_i G[a][i] in[i], the rows' shared sums computed once (the matrices' G, exactly)
+template <int R>
+void g_times(const double* in, double* out) {
+  if constexpr (R == 3) {  // G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+    const double e = in[0] + in[2];
+    out[0] = in[0], out[1] = (e + in[1]) / 2, out[2] = (e - in[1]) / 2, out[3] = in[2];
+  } else {
+    // G = [1/4 0 0 0 0; -1/6 -1/6 -1/6 -1/6 -1/6; -1/6 1/6 -1/6 1/6 -1/6;
+    //      1/24 1/12 1/6 1/3 2/3; 1/24 -1/12 1/6 -1/3 2/3; 0 0 0 0 1]
+    const double e1 = in[0] + in[2] + in[4], o1 = in[1] + in[3];
+    const double e3 = in[0] / 24 + in[2] / 6 + in[4] * (2.0 / 3), o3 = in[1] / 12 + in[3] / 3;
+    out[0] = in[0] / 4, out[1] = -(e1 + o1) / 6, out[2] = -(e1 - o1) / 6;
+    out[3] = e3 + o3, out[4] = e3 - o3, out[5] = in[4];
+  }
+}
+
+// u[xi = (a, b)][c][o] = sum_{i,j} G[a][i] w[o][c][i][j] G[b][j]
+template <int R>
+void weights(const float* w, const WinogradGeom& g, float* u) {
+  constexpr int A = R + 1;
+  for (std::int64_t o = 0; o < g.O; ++o)
+    for (std::int64_t c = 0; c < g.C; ++c) {
+      const float* k = w + (o * g.C + c) * R * R;
+      double col[R], gcol[A], gw[A][R];  // gw = G w, by columns
+      for (int j = 0; j < R; ++j) {
+        for (int i = 0; i < R; ++i) col[i] = k[i * R + j];
+        g_times<R>(col, gcol);
+        for (int a = 0; a < A; ++a) gw[a][j] = gcol[a];
+      }
+      for (int a = 0; a < A; ++a) {  // (G w) G^T, by rows
+        double row[A];
+        g_times<R>(gw[a], row);
+        for (int bb = 0; bb < A; ++bb)
+          u[((a * A + bb) * g.C + c) * g.O + o] = static_cast<float>(row[bb]);
+      }
+    }
+}
+}  // namespace
+
+void winograd_weights(const float* w, const WinogradGeom& g, float* u) {
+  QAT_REQUIRE(winograd_kernel(g.r), "winograd_weights", "kernel size ", g.r, " has no Winograd path");
+  if (g.r == 3)
+    weights<3>(w, g, u);
+  else
+    weights<5>(w, g, u);
+}
+
+void winograd_forward(const float* x, std::int64_t count, const float* u, const float* b,
+                      const WinogradGeom& g, float* y, float* scratch) {
+  QAT_DISPATCH(WinogradForward)(x, count, u, b, g, y, scratch);
+}
+
+}  // namespace qat::kernels
+#endif
