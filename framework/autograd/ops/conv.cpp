@@ -12,7 +12,7 @@
 // Other operands are read in place. Everything runs in a fixed order (deterministic).
 // Float32 3x3 and 5x5 kernels of stride 1 (forward, and dx as the convolution above) take
 // Winograd's F(2x2, r x r) instead where the batch fills the vector lanes (kernels/cpu/winograd.h):
-// 2.25x / 2.78x fewer multiplies; dW stays a GEMM.
+// 2.25x / 2.78x fewer multiplies; dW then by the adjoint of the forward transforms.
 // One GEMM per group over the whole batch (plus two permutes) timed slower on the CNN shapes.
 // On CUDA: conv_cuda.cpp (cuDNN where the build has it, else im2col and cuBLAS GEMMs).
 #include <algorithm>
@@ -84,6 +84,32 @@ void winograd_conv2d(const float* x, const float* w, const float* b, i64 N, i64 
                                 b != nullptr ? b + grp * wg.O : nullptr, wg,
                                 y + n0 * wg.y_image + grp * ygroup, ws.data<float>() + slot * scratch);
   });
+}
+
+// dw (groups * wg.O, wg.C, r, r) = the weight gradient of winograd_conv2d's convolution for the
+// output gradient dy: each block of images summed into its own partial (blocks on threads), the
+// partials added in block order, so the result does not depend on the thread count.
+void winograd_conv2d_weight_grad(const float* x, const float* dy, i64 N, i64 groups,
+                                 const kernels::WinogradGeom& wg, float* dw) {
+  const i64 lanes = kernels::winograd_lanes(), blocks = (N + lanes - 1) / lanes;
+  const i64 a = wg.alpha(), usize = a * a * wg.C * wg.O, wsize = wg.O * wg.C * wg.r * wg.r;
+  const i64 macs = N * groups * wsize * wg.Ho * wg.Wo, scratch = kernels::winograd_scratch_floats(wg);
+  const int slots = macs >= kParallelMinMacs ? parallel_slots(blocks) : 1;
+  Tensor ws = Tensor::zeros(Shape{slots * scratch}, DType::Float32);
+  Tensor du = Tensor::zeros(Shape{blocks * groups * usize}, DType::Float32);  // per block
+  const i64 xgroup = wg.C * wg.H * wg.W, ygroup = wg.O * wg.Ho * wg.Wo;
+  float* pu = du.data<float>();
+  parallel_for_each(blocks, slots, [&](i64 blk, int slot) {
+    const i64 n0 = blk * lanes, count = std::min(lanes, N - n0);
+    for (i64 grp = 0; grp < groups; ++grp)
+      kernels::winograd_backward_weights(
+          x + n0 * wg.x_image + grp * xgroup, dy + n0 * wg.y_image + grp * ygroup, count, wg,
+          pu + (blk * groups + grp) * usize, ws.data<float>() + slot * scratch);
+  });
+  for (i64 blk = 1; blk < blocks; ++blk)
+    kernels::add_inplace(pu, pu + blk * groups * usize, groups * usize);
+  for (i64 grp = 0; grp < groups; ++grp)
+    kernels::winograd_weight_grad(pu + grp * usize, wg, dw + grp * wsize);
 }
 
 std::string str(Pair p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
@@ -275,7 +301,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         detail::dispatch_float(gout.dtype(), "conv2d_backward", [&]<class T>() {
           const T* pg = gout.data<T>();
           const bool need_b = B.defined() && B.requires_grad();
-          const bool need_w = Wt.requires_grad(), need_x = X.requires_grad();
+          const bool need_x = X.requires_grad();
+          // dW by Winograd (below), else by the GEMMs in `image` / by rows (need_w)
+          bool dw_wino = false;
+          if constexpr (std::is_same_v<T, float>)
+            dw_wino = Wt.requires_grad() && winograd_fits(g, gout.dtype()) &&
+                      2 * g.Cg >= kernels::winograd_lanes();  // its vectors hold input channels
+          const bool need_w = Wt.requires_grad() && !dw_wino;
           const bool dx_conv = need_x && g.dx_as_convolution();
           // dx by Winograd: the convolution of dY, padded, with the flipped kernel
           bool dx_wino = false;
@@ -318,7 +350,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           const Tensor partial =
               parts > 0 ? Tensor::empty(Shape{parts * g.groups * wsize}, gout.dtype()) : Tensor();
           T *xa = xall.data<T>(), *pwt = wt.data<T>();
-          if (need_w) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
+          if (Wt.requires_grad()) gi[1] = Tensor::empty(Wt.shape(), Wt.dtype());
           if (need_x) gi[0] = Tensor::empty(X.shape(), X.dtype());
           if (need_x)
             for (i64 grp = 0; grp < g.groups; ++grp) {
@@ -403,6 +435,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                                  pg + (n * g.O + grp * g.Og) * P, P, n > 0 ? 1 : 0, c, g.Og);
             });
           }
+          if constexpr (std::is_same_v<T, float>)
+            if (dw_wino) {
+              const kernels::WinogradGeom wg{g.Cg, g.H,          g.W,          g.Og,        g.Ho,   g.Wo,
+                                             g.kh, g.padding[0], g.padding[1], g.C * plane, g.O * P};
+              winograd_conv2d_weight_grad(X.data<float>(), pg, g.N, g.groups, wg, gi[1].data<float>());
+            }
           if constexpr (std::is_same_v<T, float>)
             if (dx_wino) {  // dx = conv(dY padded by (eh, ew), flipped W) by Winograd
               const kernels::WinogradGeom wg{g.Og, g.Ho,   g.Wo,   g.Cg,    g.H,        g.W,

@@ -119,6 +119,18 @@ HWY_INLINE void input_transform(In in, Out out) {
     apply<F2<R>::A, F2<R>::A, F2<R>::BT>(in, out);
 }
 
+// Vectors between consecutive xi in the per-tile buffers of n channels: odd, so that a tile's
+// a^2 rows spread over the L1 sets (a power-of-two stride would map them to a few).
+constexpr i64 rows_of(i64 n) { return n | 1; }
+
+// c * x for a constant c (0, +-1 without a multiply)
+HWY_INLINE V times(float c, V x) {
+  if (c == 0.0f) return hn::Zero(D());
+  if (c == 1.0f) return x;
+  if (c == -1.0f) return hn::Neg(x);
+  return hn::Mul(hn::Set(D(), c), x);
+}
+
 // acc = c * x + acc for a constant c (0: nothing, +-1: an add)
 HWY_INLINE V add_scaled(float c, V x, V acc) {
   if (c == 0.0f) return acc;
@@ -138,8 +150,8 @@ HWY_INLINE void product_block(const float* HWY_RESTRICT v, const float* HWY_REST
   constexpr int A = T::A;
   const D d;
   for (int a = 0; a < A; ++a) {
-    float* s0p = s + (a * 2 + 0) * O * L;
-    float* s1p = s + (a * 2 + 1) * O * L;
+    float* s0p = s + (a * 2 + 0) * rows_of(O) * L;
+    float* s1p = s + (a * 2 + 1) * rows_of(O) * L;
     V s0[kSumsInRegisters ? OB : 1], s1[kSumsInRegisters ? OB : 1];
 #pragma GCC unroll 16
     for (int q = 0; q < OB; ++q) {
@@ -153,7 +165,7 @@ HWY_INLINE void product_block(const float* HWY_RESTRICT v, const float* HWY_REST
 #pragma GCC unroll 8
     for (int k = 0; k < A; ++k) {
       const i64 xi = a * A + k;
-      const float* vx = v + xi * C * L;
+      const float* vx = v + xi * rows_of(C) * L;
       const float* ux = u + xi * C * O;
       V acc[OB];
 #pragma GCC unroll 16
@@ -196,7 +208,6 @@ HWY_NOINLINE void product(const float* v, const float* u, i64 C, i64 O, float* s
 }
 
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
-constexpr bool kTranspose = true;
 // r[i][j] <-> r[j][i]: an L x L block of floats in L registers, by the usual unpack / shuffle
 // stages (64 shuffles for 16 x 16, 24 for 8 x 8)
 #if HWY_TARGET <= HWY_AVX3
@@ -242,34 +253,33 @@ HWY_INLINE void transpose(V* r) {
 }
 #endif
 #else
-constexpr bool kTranspose = false;
-HWY_INLINE void transpose(V*) {}
+HWY_INLINE void transpose(V* r) {  // through memory
+  float in[L * L], out[L * L];
+  for (i64 i = 0; i < L; ++i) hn::StoreU(r[i], D(), in + i * L);
+  for (i64 i = 0; i < L; ++i)
+    for (i64 j = 0; j < L; ++j) out[j * L + i] = in[i * L + j];
+  for (i64 i = 0; i < L; ++i) r[i] = hn::LoadU(D(), out + i * L);
+}
 #endif
 
-// xt (C, hp, wp, L) = the block's images, zero-padded; lanes past count: zeros
-HWY_NOINLINE void pack(const float* HWY_RESTRICT x, i64 count, const WinogradGeom& g, i64 hp, i64 wp,
-                       float* HWY_RESTRICT xt) {
+// Planes of L images as lanes: dst (ch, hp, wp, L) [c][h + top][w + left][lane] =
+// src[lane][c][h][w] for h < H, w < W; lanes past count: zeros; the rest of dst untouched.
+// L columns of L images at a time, through a register transpose.
+HWY_NOINLINE void pack(const float* HWY_RESTRICT src, i64 count, i64 image, i64 ch, i64 H, i64 W,
+                       i64 top, i64 left, i64 hp, i64 wp, float* HWY_RESTRICT dst) {
   const D d;
-  for (i64 c = 0; c < g.C; ++c)
-    for (i64 h = 0; h < g.H; ++h) {
-      const float* src = x + (c * g.H + h) * g.W;
-      float* dst = xt + ((c * hp + h + g.pad_h) * wp + g.pad_w) * L;
-      if constexpr (kTranspose) {  // L columns of L images at a time
-        for (i64 w0 = 0; w0 < g.W; w0 += L) {
-          const i64 n = g.W - w0 < L ? g.W - w0 : L;
-          const lanes::LaneMask m = lanes::lane_mask(n);
-          V r[L];
-          for (i64 lane = 0; lane < L; ++lane)
-            r[lane] = lane < count ? lanes::load_masked(m, src + lane * g.x_image + w0) : hn::Zero(d);
-          transpose(r);
-          for (i64 j = 0; j < n; ++j) hn::Store(r[j], d, dst + (w0 + j) * L);
-        }
-      } else {
-        for (i64 w = 0; w < g.W; ++w, dst += L) {
-          i64 lane = 0;
-          for (; lane < count; ++lane) dst[lane] = src[lane * g.x_image + w];
-          for (; lane < L; ++lane) dst[lane] = 0.0f;
-        }
+  for (i64 c = 0; c < ch; ++c)
+    for (i64 h = 0; h < H; ++h) {
+      const float* s = src + (c * H + h) * W;
+      float* t = dst + ((c * hp + h + top) * wp + left) * L;
+      for (i64 w0 = 0; w0 < W; w0 += L) {
+        const i64 n = W - w0 < L ? W - w0 : L;
+        const lanes::LaneMask m = lanes::lane_mask(n);
+        V r[L];
+        for (i64 lane = 0; lane < L; ++lane)
+          r[lane] = lane < count ? lanes::load_masked(m, s + lane * image + w0) : hn::Zero(d);
+        transpose(r);
+        for (i64 j = 0; j < n; ++j) hn::Store(r[j], d, t + (w0 + j) * L);
       }
     }
 }
@@ -282,23 +292,18 @@ HWY_NOINLINE void unpack(const float* HWY_RESTRICT yt, i64 count, const Winograd
     for (i64 h = 0; h < g.Ho; ++h) {
       const float* src = yt + (o * yh + h) * yw * L;
       float* dst = y + (o * g.Ho + h) * g.Wo;
-      if constexpr (kTranspose) {
-        for (i64 w0 = 0; w0 < g.Wo; w0 += L) {
-          const i64 n = g.Wo - w0 < L ? g.Wo - w0 : L;
-          V r[L];
-          for (i64 j = 0; j < L; ++j) r[j] = j < n ? hn::Load(d, src + (w0 + j) * L) : hn::Zero(d);
-          transpose(r);
-          if (n == L) {
-            for (i64 lane = 0; lane < count; ++lane) hn::StoreU(r[lane], d, dst + lane * g.y_image + w0);
-          } else {
-            const lanes::LaneMask m = lanes::lane_mask(n);
-            for (i64 lane = 0; lane < count; ++lane)
-              lanes::store_masked(r[lane], m, dst + lane * g.y_image + w0);
-          }
+      for (i64 w0 = 0; w0 < g.Wo; w0 += L) {
+        const i64 n = g.Wo - w0 < L ? g.Wo - w0 : L;
+        V r[L];
+        for (i64 j = 0; j < L; ++j) r[j] = j < n ? hn::Load(d, src + (w0 + j) * L) : hn::Zero(d);
+        transpose(r);
+        const lanes::LaneMask m = lanes::lane_mask(n);
+        for (i64 lane = 0; lane < count; ++lane) {
+          if (n == L)
+            hn::StoreU(r[lane], d, dst + lane * g.y_image + w0);
+          else
+            lanes::store_masked(r[lane], m, dst + lane * g.y_image + w0);
         }
-      } else {
-        for (i64 w = 0; w < g.Wo; ++w, src += L)
-          for (i64 lane = 0; lane < count; ++lane) dst[lane * g.y_image + w] = src[lane];
       }
     }
 }
@@ -320,7 +325,7 @@ HWY_NOINLINE void input_tile(const float* HWY_RESTRICT xt, i64 C, i64 plane, i64
 #pragma GCC unroll 8
     for (int k = 0; k < A; ++k)  // v[a][k] = sum_i BT[a][i] rows[i][k]
       input_transform<R>([&](int i) { return rows[i][k]; },
-                         [&](int a, V r) { hn::Store(r, d, v + ((a * A + k) * C + c) * L); });
+                         [&](int a, V r) { hn::Store(r, d, v + ((a * A + k) * rows_of(C) + c) * L); });
   }
 }
 
@@ -336,7 +341,7 @@ HWY_NOINLINE void output_tile(const float* HWY_RESTRICT s, i64 O, const float* b
     float* dst = y + o * plane;
 #pragma GCC unroll 2
     for (int j = 0; j < 2; ++j)
-      apply<2, A, T::AT>([&](int a) { return hn::Load(d, s + ((a * 2 + j) * O + o) * L); },
+      apply<2, A, T::AT>([&](int a) { return hn::Load(d, s + ((a * 2 + j) * rows_of(O) + o) * L); },
                          [&](int i, V r) { hn::Store(hn::Add(r, bias), d, dst + (i * yw + j) * L); });
   }
 }
@@ -350,9 +355,9 @@ void forward(const float* HWY_RESTRICT x, i64 count, const float* HWY_RESTRICT u
   const i64 yh = 2 * th, yw = 2 * tw;
   float* xt = scratch;                 // (C, hp, wp, L), zero outside the copied planes
   float* vt = xt + g.C * hp * wp * L;  // (A^2, C, L)
-  float* st = vt + A * A * g.C * L;    // (A, 2, O, L)
-  float* yt = st + A * 2 * g.O * L;    // (O, yh, yw, L)
-  pack(x, count, g, hp, wp, xt);
+  float* st = vt + A * A * rows_of(g.C) * L;  // (A, 2, O, L)
+  float* yt = st + A * 2 * rows_of(g.O) * L;  // (O, yh, yw, L)
+  pack(x, count, g.x_image, g.C, g.H, g.W, g.pad_h, g.pad_w, hp, wp, xt);
   for (i64 ty = 0; ty < th; ++ty)
     for (i64 tx = 0; tx < tw; ++tx) {
       input_tile<R>(xt + (2 * ty * wp + 2 * tx) * L, g.C, hp * wp * L, wp, vt);
@@ -360,6 +365,104 @@ void forward(const float* HWY_RESTRICT x, i64 count, const float* HWY_RESTRICT u
       output_tile<R>(st, g.O, b, yh * yw * L, yw, yt + (2 * ty * yw + 2 * tx) * L);
     }
   unpack(yt, count, g, yh, yw, y);
+}
+
+// The weight gradient of F(2x2, r x r): with y = A^T M A and M = sum_c U_c ⊙ V_c,
+//   dL/dU_c = (A dY A^T) ⊙ V_c,   dL/dw_c = G^T (dL/dU_c) G   (winograd_weight_grad)
+// summed over the tiles and images in the transformed domain: du[xi][o][c] += z[xi][o] v[xi][c].
+
+// z[xi][o] = (A dy_o A^T)[xi] for the tile's 2x2 output gradients at dyt (channel 0, rows yw * L
+// apart): rows r[i][b] = sum_j dy[i][j] AT[j][b], then z[a][b] = sum_i AT[i][a] r[i][b]
+template <int R>
+HWY_NOINLINE void grad_tile(const float* HWY_RESTRICT dyt, i64 O, i64 plane, i64 yw,
+                            float* HWY_RESTRICT z) {
+  using T = F2<R>;
+  constexpr int A = T::A;
+  const D d;
+  for (i64 o = 0; o < O; ++o) {
+    const float* p = dyt + o * plane;
+    V r[2][A];
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      const V d0 = hn::Load(d, p + i * yw * L), d1 = hn::Load(d, p + (i * yw + 1) * L);
+#pragma GCC unroll 8
+      for (int b = 0; b < A; ++b) r[i][b] = add_scaled(T::AT[1][b], d1, times(T::AT[0][b], d0));
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+      for (int b = 0; b < A; ++b)
+        hn::Store(add_scaled(T::AT[1][a], r[1][b], times(T::AT[0][a], r[0][b])), d,
+                  z + ((a * A + b) * rows_of(O) + o) * L);
+  }
+}
+
+// du[xi][o][c0 + q] += sum_{lane < count} z[xi][o][lane] vt[lane][q] for the output channels
+// o0 + k, k < OB (vt: L rows of L channels, the transposed v; du rows of C, n channels from c0)
+template <int OB>
+HWY_INLINE void grad_block(const float* HWY_RESTRICT vt, const float* HWY_RESTRICT z, i64 count, i64 C,
+                           i64 n, float* HWY_RESTRICT du) {
+  const D d;
+  const lanes::LaneMask m = lanes::lane_mask(n);
+  V acc[OB];
+#pragma GCC unroll 16
+  for (int k = 0; k < OB; ++k)
+    acc[k] = n == L ? hn::LoadU(d, du + k * C) : lanes::load_masked(m, du + k * C);
+  for (i64 lane = 0; lane < count; ++lane) {
+    const V x = hn::Load(d, vt + lane * L);
+#pragma GCC unroll 16
+    for (int k = 0; k < OB; ++k) acc[k] = hn::MulAdd(hn::Set(d, z[k * L + lane]), x, acc[k]);
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < OB; ++k) {
+    if (n == L)
+      hn::StoreU(acc[k], d, du + k * C);
+    else
+      lanes::store_masked(acc[k], m, du + k * C);
+  }
+}
+
+// du (a^2, O, C) += the tile's share: v (a^2, C, L) transposed L channels at a time into vt
+HWY_NOINLINE void grad_product(const float* HWY_RESTRICT v, const float* HWY_RESTRICT z, i64 count,
+                               i64 xis, i64 C, i64 O, float* HWY_RESTRICT du, float* HWY_RESTRICT vt) {
+  const D d;
+  for (i64 xi = 0; xi < xis; ++xi)
+    for (i64 c0 = 0; c0 < C; c0 += L) {
+      const i64 n = C - c0 < L ? C - c0 : L;
+      V r[L];
+      for (i64 q = 0; q < L; ++q)
+        r[q] = q < n ? hn::Load(d, v + (xi * rows_of(C) + c0 + q) * L) : hn::Zero(d);
+      transpose(r);
+      for (i64 lane = 0; lane < L; ++lane) hn::Store(r[lane], d, vt + lane * L);
+      const float* zx = z + xi * rows_of(O) * L;
+      float* dx = du + xi * O * C + c0;
+      i64 o = 0;
+      for (; o + kOB <= O; o += kOB) grad_block<kOB>(vt, zx + o * L, count, C, n, dx + o * C);
+      if (o + 4 <= O) grad_block<4>(vt, zx + o * L, count, C, n, dx + o * C), o += 4;
+      if (o + 2 <= O) grad_block<2>(vt, zx + o * L, count, C, n, dx + o * C), o += 2;
+      if (o < O) grad_block<1>(vt, zx + o * L, count, C, n, dx + o * C);
+    }
+}
+
+template <int R>
+void backward_weights(const float* HWY_RESTRICT x, const float* HWY_RESTRICT dy, i64 count,
+                      const WinogradGeom& g, float* HWY_RESTRICT du, float* HWY_RESTRICT scratch) {
+  constexpr int A = F2<R>::A;
+  const i64 th = g.tiles_h(), tw = g.tiles_w();
+  const i64 hp = 2 * th + R - 1, wp = 2 * tw + R - 1, yh = 2 * th, yw = 2 * tw;
+  float* xt = scratch;                         // (C, hp, wp, L)
+  float* vt = xt + g.C * hp * wp * L;          // (A^2, C, L)
+  float* zt = vt + A * A * rows_of(g.C) * L;   // (A^2, O, L)
+  float* dyt = zt + A * A * rows_of(g.O) * L;  // (O, yh, yw, L), zero past (Ho, Wo)
+  float* tr = dyt + g.O * yh * yw * L;         // (L, L)
+  pack(x, count, g.x_image, g.C, g.H, g.W, g.pad_h, g.pad_w, hp, wp, xt);
+  pack(dy, count, g.y_image, g.O, g.Ho, g.Wo, 0, 0, yh, yw, dyt);
+  for (i64 ty = 0; ty < th; ++ty)
+    for (i64 tx = 0; tx < tw; ++tx) {
+      input_tile<R>(xt + (2 * ty * wp + 2 * tx) * L, g.C, hp * wp * L, wp, vt);
+      grad_tile<R>(dyt + (2 * ty * yw + 2 * tx) * L, g.O, yh * yw * L, yw, zt);
+      grad_product(vt, zt, count, A * A, g.C, g.O, du, tr);
+    }
 }
 
 }  // namespace
@@ -374,6 +477,14 @@ void WinogradForward(const float* x, i64 count, const float* u, const float* b, 
     forward<5>(x, count, u, b, g, y, scratch);
 }
 
+void WinogradBackwardWeights(const float* x, const float* dy, i64 count, const WinogradGeom& g,
+                             float* du, float* scratch) {
+  if (g.r == 3)
+    backward_weights<3>(x, dy, count, g, du, scratch);
+  else
+    backward_weights<5>(x, dy, count, g, du, scratch);
+}
+
 }  // namespace qat::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -384,13 +495,15 @@ namespace qat::kernels {
 
 HWY_EXPORT(WinogradLanes);
 HWY_EXPORT(WinogradForward);
+HWY_EXPORT(WinogradBackwardWeights);
 
 std::int64_t winograd_lanes() { return QAT_DISPATCH(WinogradLanes)(); }
 
 std::int64_t winograd_scratch_floats(const WinogradGeom& g) {
-  const std::int64_t a = g.alpha(), th = g.tiles_h(), tw = g.tiles_w();
+  const std::int64_t a = g.alpha(), th = g.tiles_h(), tw = g.tiles_w(), lanes = winograd_lanes();
   const std::int64_t hp = 2 * th + g.r - 1, wp = 2 * tw + g.r - 1;
-  return (g.C * hp * wp + a * a * g.C + 2 * a * g.O + g.O * 4 * th * tw) * winograd_lanes();
+  // the forward's (xt, v, s, yt) or the weight gradient's (xt, v, z, dyt, a transpose)
+  return (g.C * hp * wp + a * a * ((g.C | 1) + (g.O | 1)) + g.O * 4 * th * tw + lanes) * lanes;
 }
 
 namespace {
@@ -431,7 +544,55 @@ void weights(const float* w, const WinogradGeom& g, float* u) {
       }
     }
 }
+
+// out[i] = sum_a G[a][i] in[a]  (G^T, the rows' shared sums computed once)
+template <int R>
+void gt_times(const double* in, double* out) {
+  if constexpr (R == 3) {
+    const double s = in[1] + in[2];
+    out[0] = in[0] + s / 2, out[1] = (in[1] - in[2]) / 2, out[2] = s / 2 + in[3];
+  } else {
+    const double s = in[1] + in[2], t = in[2] - in[1], p = in[3] + in[4], q = in[3] - in[4];
+    out[0] = in[0] / 4 - s / 6 + p / 24, out[1] = t / 6 + q / 12, out[2] = (p - s) / 6;
+    out[3] = t / 6 + q / 3, out[4] = p * (2.0 / 3) - s / 6 + in[5];
+  }
+}
+
+// dw[o][c][i][j] = sum_{a,b} G[a][i] du[(a, b)][o][c] G[b][j]
+template <int R>
+void weight_grad(const float* du, const WinogradGeom& g, float* dw) {
+  constexpr int A = R + 1;
+  for (std::int64_t o = 0; o < g.O; ++o)
+    for (std::int64_t c = 0; c < g.C; ++c) {
+      double row[A], t[A][R];  // t = du G, by rows
+      for (int a = 0; a < A; ++a) {
+        for (int b = 0; b < A; ++b) row[b] = du[((a * A + b) * g.O + o) * g.C + c];
+        gt_times<R>(row, t[a]);
+      }
+      float* k = dw + (o * g.C + c) * R * R;
+      for (int j = 0; j < R; ++j) {  // G^T t, by columns
+        double col[A], out[R];
+        for (int a = 0; a < A; ++a) col[a] = t[a][j];
+        gt_times<R>(col, out);
+        for (int i = 0; i < R; ++i) k[i * R + j] = static_cast<float>(out[i]);
+      }
+    }
+}
 }  // namespace
+
+void winograd_weight_grad(const float* du, const WinogradGeom& g, float* dw) {
+  QAT_REQUIRE(winograd_kernel(g.r), "winograd_weight_grad", "kernel size ", g.r,
+              " has no Winograd path");
+  if (g.r == 3)
+    weight_grad<3>(du, g, dw);
+  else
+    weight_grad<5>(du, g, dw);
+}
+
+void winograd_backward_weights(const float* x, const float* dy, std::int64_t count,
+                               const WinogradGeom& g, float* du, float* scratch) {
+  QAT_DISPATCH(WinogradBackwardWeights)(x, dy, count, g, du, scratch);
+}
 
 void winograd_weights(const float* w, const WinogradGeom& g, float* u) {
   QAT_REQUIRE(winograd_kernel(g.r), "winograd_weights", "kernel size ", g.r, " has no Winograd path");

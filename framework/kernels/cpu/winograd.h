@@ -43,4 +43,14 @@ void winograd_weights(const float* w, const WinogradGeom& g, float* u);
 void winograd_forward(const float* x, std::int64_t count, const float* u, const float* b,
                       const WinogradGeom& g, float* y, float* scratch);
 
+/// The weight gradient in the transformed domain: du (a^2, O, C) += sum over the images n < count
+/// and the 2x2 output tiles of (A dy_o A^T) ⊙ (B^T d_c B), for x and dy as winograd_forward's x
+/// and y (dy: the gradient of y). Sums over the tiles in order, the images in order.
+void winograd_backward_weights(const float* x, const float* dy, std::int64_t count,
+                               const WinogradGeom& g, float* du, float* scratch);
+
+/// dw (O, C, r, r) = G^T du[.][o][c] G, in double, rounded once: the weight gradient from
+/// winograd_backward_weights' sums.
+void winograd_weight_grad(const float* du, const WinogradGeom& g, float* dw);
+
 }  // namespace qat::kernels
