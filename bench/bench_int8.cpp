@@ -29,7 +29,8 @@
 //     ROW int8_dyn_linear_batch1 <X>x_faster (...)  the same for one row (decoding a token)
 //     ROW int8_linear_batch1 <X>x_faster (...)  nn::Linear's forward / QuantizedLinear's, one
 //         sample 784 -> 256 (whole layers: the int8 one's dot products of rows, the float one's)
-//     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64
+//     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64 (and the same
+//         with the fp32 convolutions as GEMMs: cpu::set_winograd_conv(false))
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
 //     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
 //         activations in [0, 127] (int8_fbgemm, PyTorch fbgemm's reduce_range))
@@ -352,8 +353,14 @@ int print_rows(bool torch) {
     const Tensor x = inputs(Shape{1, 28, 28}, 64);
     NoGradGuard ng;
     const auto [t32, t8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
-    std::printf("ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms)\n", tag, t32 / t8,
-                cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3);
+    // the fp32 model with its convolutions as GEMMs (no Winograd), as before it had them
+    cpu::set_winograd_conv(false);
+    const auto [g32, g8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
+    cpu::set_winograd_conv(true);
+    std::printf(
+        "ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms; vs fp32 without Winograd "
+        "%.2fms: %.2fx)\n",
+        tag, t32 / t8, cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3, g32 * 1e3, g32 / g8);
     const auto it = rows.find({"cnn", 64});
     if (it != rows.end())
       std::printf("ROW %s_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %s %.2fms)\n",
