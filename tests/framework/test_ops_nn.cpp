@@ -279,10 +279,11 @@ BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
 // next to the GEMM path (cpu::set_winograd_conv(false); the direct kernel off, which would take
 // the shapes with few taps per output): batches that leave a partial block of images, odd
 // output planes (partial tiles), output channel counts that leave every block tail, input
-// channel counts that leave partial vectors in dW's sums, rows of more than two vectors, groups,
-// padding on one side only, padding beyond the kernel's reach (dx then through col2im), a single
-// output. y, dx and dW the same bits at 1 and 2 threads, and not the GEMM's bits (so the
-// Winograd path ran; dW only where its vectors hold input channels, else the GEMM's bits).
+// channel counts that leave partial vectors in dW's sums, rows of more than two vectors, an
+// input packed in several bands of tile rows, groups, padding on one side only, padding beyond the
+// kernel's reach (dx then through col2im), a single output. y, dx and dW the same bits at 1 and 2
+// threads, and not the GEMM's bits (so the Winograd path ran; dW only where its vectors hold input
+// channels, else the GEMM's bits).
 BOOST_AUTO_TEST_CASE(conv2d_winograd_kernels) {
   const ConvCase configs[] = {
       {"fmnist_conv2", {19, 16, 14, 14}, {32, 16, 5, 5}, conv_params({1, 1}, {2, 2}, {1, 1}, 1), true},
@@ -294,6 +295,9 @@ BOOST_AUTO_TEST_CASE(conv2d_winograd_kernels) {
       {"one_output", {8, 17, 3, 3}, {4, 17, 3, 3}, conv_params({1, 1}, {0, 0}, {1, 1}, 1), true},
       // rows wider than two blocks of lanes: the transposes' column chunks and their tail
       {"wide_rows", {9, 8, 5, 37}, {6, 8, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
+      // input bands of 1 (AVX-512), 4 (AVX2) and 9 (generic) tile rows of 12, the last tile
+      // row with one output row
+      {"many_bands", {8, 24, 23, 30}, {5, 24, 3, 3}, conv_params({1, 1}, {1, 1}, {1, 1}, 1), true},
   };
   std::uint64_t seed = 950;
   for (const ConvCase& c : configs) {

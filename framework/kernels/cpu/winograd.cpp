@@ -1,12 +1,12 @@
 // Winograd F(2x2, r x r) convolution (winograd.h), compiled once per instruction set
-// (tensor/simd.h). One block of L images, lanes = images:
+// (tensor/simd.h). One block of L images, lanes = images; per band of tile rows:
 //   1. pack      xt[c][h][w][lane] = x[lane][c][h - pad_h][w - pad_w], zero outside
 //   2. per 2x2 output tile:
 //        v[xi][c]  = (B^T d_c B)[xi]                    d_c: the a x a input tile of channel c
 //        m[xi][o]  = sum_c u[xi][c][o] v[xi][c]         a^2 small products, channels in order,
 //        s[a][j][o] = sum_k AT[j][k] m[(a, k)][o]         in registers, each reduced at once
 //        yt[o][i][j] = sum_a AT[i][a] s[a][j][o] + b[o]   the tile's 2x2 outputs
-//   3. unpack    y[lane][o][h][w] = yt[o][h][w][lane]
+//   3. unpack    y[lane][o][h][w] = yt[o][h][w][lane], a tile row at a time
 // The transforms apply the constant matrices below with their zeros skipped and +-1 as adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "framework/kernels/cpu/winograd.cpp"
@@ -262,16 +262,24 @@ HWY_INLINE void transpose(V* r) {  // through memory
 }
 #endif
 
-// Planes of L images as lanes: dst (ch, hp, wp, L) [c][h + top][w + left][lane] =
-// src[lane][c][h][w] for h < H, w < W; lanes past count: zeros; the rest of dst untouched.
-// L columns of L images at a time, through a register transpose.
-HWY_NOINLINE void pack(const float* HWY_RESTRICT src, i64 count, i64 image, i64 ch, i64 H, i64 W,
-                       i64 top, i64 left, i64 hp, i64 wp, float* HWY_RESTRICT dst) {
+// Rows of L images as lanes: dst (ch, plane_rows, wp, L) [c][j][left + w][lane] =
+// src[lane][c][r0 + j - top][w] for j < rows, w < W: a band of a zero-padded plane (rows outside
+// the image zero; lanes past count zero; columns outside [left, left + W) never written, so zero
+// as the caller created them). L columns of L images at a time, through a register transpose.
+HWY_NOINLINE void pack_rows(const float* HWY_RESTRICT src, i64 count, i64 image, i64 ch, i64 H, i64 W,
+                            i64 r0, i64 rows, i64 plane_rows, i64 top, i64 left, i64 wp,
+                            float* HWY_RESTRICT dst) {
   const D d;
   for (i64 c = 0; c < ch; ++c)
-    for (i64 h = 0; h < H; ++h) {
+    for (i64 j = 0; j < rows; ++j) {
+      float* t = dst + (c * plane_rows + j) * wp * L;
+      const i64 h = r0 + j - top;
+      if (h < 0 || h >= H) {
+        for (i64 w = 0; w < wp; ++w) hn::Store(hn::Zero(d), d, t + w * L);
+        continue;
+      }
       const float* s = src + (c * H + h) * W;
-      float* t = dst + ((c * hp + h + top) * wp + left) * L;
+      t += left * L;
       for (i64 w0 = 0; w0 < W; w0 += L) {
         const i64 n = W - w0 < L ? W - w0 : L;
         const lanes::LaneMask m = lanes::lane_mask(n);
@@ -279,23 +287,23 @@ HWY_NOINLINE void pack(const float* HWY_RESTRICT src, i64 count, i64 image, i64 
         for (i64 lane = 0; lane < L; ++lane)
           r[lane] = lane < count ? lanes::load_masked(m, s + lane * image + w0) : hn::Zero(d);
         transpose(r);
-        for (i64 j = 0; j < n; ++j) hn::Store(r[j], d, t + (w0 + j) * L);
+        for (i64 k = 0; k < n; ++k) hn::Store(r[k], d, t + (w0 + k) * L);
       }
     }
 }
 
-// y[lane] (O, Ho, Wo) = yt (O, yh, yw, L) for lanes < count
-HWY_NOINLINE void unpack(const float* HWY_RESTRICT yt, i64 count, const WinogradGeom& g, i64 yh, i64 yw,
-                         float* HWY_RESTRICT y) {
+// y[lane] (O, Ho, Wo) rows h0 .. h0 + rows - 1 = yt (O, 2, yw, L) for lanes < count
+HWY_NOINLINE void unpack_rows(const float* HWY_RESTRICT yt, i64 count, const WinogradGeom& g, i64 h0,
+                              i64 rows, i64 yw, float* HWY_RESTRICT y) {
   const D d;
   for (i64 o = 0; o < g.O; ++o)
-    for (i64 h = 0; h < g.Ho; ++h) {
-      const float* src = yt + (o * yh + h) * yw * L;
-      float* dst = y + (o * g.Ho + h) * g.Wo;
+    for (i64 j = 0; j < rows; ++j) {
+      const float* src = yt + (o * 2 + j) * yw * L;
+      float* dst = y + (o * g.Ho + h0 + j) * g.Wo;
       for (i64 w0 = 0; w0 < g.Wo; w0 += L) {
         const i64 n = g.Wo - w0 < L ? g.Wo - w0 : L;
         V r[L];
-        for (i64 j = 0; j < L; ++j) r[j] = j < n ? hn::Load(d, src + (w0 + j) * L) : hn::Zero(d);
+        for (i64 k = 0; k < L; ++k) r[k] = k < n ? hn::Load(d, src + (w0 + k) * L) : hn::Zero(d);
         transpose(r);
         const lanes::LaneMask m = lanes::lane_mask(n);
         for (i64 lane = 0; lane < count; ++lane) {
@@ -346,25 +354,31 @@ HWY_NOINLINE void output_tile(const float* HWY_RESTRICT s, i64 O, const float* b
   }
 }
 
+// The input is packed a band of tile rows at a time (WinogradGeom::band_tiles: about 256 KB),
+// the output unpacked a tile row at a time, so the buffers do not grow with the image.
 template <int R>
 void forward(const float* HWY_RESTRICT x, i64 count, const float* HWY_RESTRICT u, const float* b,
              const WinogradGeom& g, float* HWY_RESTRICT y, float* HWY_RESTRICT scratch) {
   constexpr int A = F2<R>::A;
-  const i64 th = g.tiles_h(), tw = g.tiles_w();
-  const i64 hp = 2 * th + R - 1, wp = 2 * tw + R - 1;  // the tiles' input rows and columns
-  const i64 yh = 2 * th, yw = 2 * tw;
-  float* xt = scratch;                 // (C, hp, wp, L), zero outside the copied planes
-  float* vt = xt + g.C * hp * wp * L;  // (A^2, C, L)
+  const i64 th = g.tiles_h(), tw = g.tiles_w(), tb = g.band_tiles(L);
+  const i64 rows = 2 * tb + R - 1, wp = 2 * tw + R - 1, yw = 2 * tw;  // a band's input rows
+  float* xt = scratch;                                                // (C, rows, wp, L)
+  float* vt = xt + g.C * rows * wp * L;                               // (A^2, C, L)
   float* st = vt + A * A * rows_of(g.C) * L;  // (A, 2, O, L)
-  float* yt = st + A * 2 * rows_of(g.O) * L;  // (O, yh, yw, L)
-  pack(x, count, g.x_image, g.C, g.H, g.W, g.pad_h, g.pad_w, hp, wp, xt);
-  for (i64 ty = 0; ty < th; ++ty)
-    for (i64 tx = 0; tx < tw; ++tx) {
-      input_tile<R>(xt + (2 * ty * wp + 2 * tx) * L, g.C, hp * wp * L, wp, vt);
-      product<R>(vt, u, g.C, g.O, st);
-      output_tile<R>(st, g.O, b, yh * yw * L, yw, yt + (2 * ty * yw + 2 * tx) * L);
+  float* yt = st + A * 2 * rows_of(g.O) * L;  // (O, 2, yw, L): a tile row's outputs
+  for (i64 ty0 = 0; ty0 < th; ty0 += tb) {
+    const i64 nb = th - ty0 < tb ? th - ty0 : tb;
+    pack_rows(x, count, g.x_image, g.C, g.H, g.W, 2 * ty0, 2 * nb + R - 1, rows, g.pad_h, g.pad_w, wp,
+              xt);
+    for (i64 ty = ty0; ty < ty0 + nb; ++ty) {
+      for (i64 tx = 0; tx < tw; ++tx) {
+        input_tile<R>(xt + (2 * (ty - ty0) * wp + 2 * tx) * L, g.C, rows * wp * L, wp, vt);
+        product<R>(vt, u, g.C, g.O, st);
+        output_tile<R>(st, g.O, b, 2 * yw * L, yw, yt + 2 * tx * L);
+      }
+      unpack_rows(yt, count, g, 2 * ty, g.Ho - 2 * ty < 2 ? 1 : 2, yw, y);
     }
-  unpack(yt, count, g, yh, yw, y);
+  }
 }
 
 // The weight gradient of F(2x2, r x r): with y = A^T M A and M = sum_c U_c ⊙ V_c,
@@ -448,21 +462,26 @@ template <int R>
 void backward_weights(const float* HWY_RESTRICT x, const float* HWY_RESTRICT dy, i64 count,
                       const WinogradGeom& g, float* HWY_RESTRICT du, float* HWY_RESTRICT scratch) {
   constexpr int A = F2<R>::A;
-  const i64 th = g.tiles_h(), tw = g.tiles_w();
-  const i64 hp = 2 * th + R - 1, wp = 2 * tw + R - 1, yh = 2 * th, yw = 2 * tw;
-  float* xt = scratch;                         // (C, hp, wp, L)
-  float* vt = xt + g.C * hp * wp * L;          // (A^2, C, L)
+  const i64 th = g.tiles_h(), tw = g.tiles_w(), tb = g.band_tiles(L);
+  const i64 rows = 2 * tb + R - 1, wp = 2 * tw + R - 1, yw = 2 * tw;
+  float* xt = scratch;                         // (C, rows, wp, L): a band of x
+  float* vt = xt + g.C * rows * wp * L;        // (A^2, C, L)
   float* zt = vt + A * A * rows_of(g.C) * L;   // (A^2, O, L)
-  float* dyt = zt + A * A * rows_of(g.O) * L;  // (O, yh, yw, L), zero past (Ho, Wo)
-  float* tr = dyt + g.O * yh * yw * L;         // (L, L)
-  pack(x, count, g.x_image, g.C, g.H, g.W, g.pad_h, g.pad_w, hp, wp, xt);
-  pack(dy, count, g.y_image, g.O, g.Ho, g.Wo, 0, 0, yh, yw, dyt);
-  for (i64 ty = 0; ty < th; ++ty)
-    for (i64 tx = 0; tx < tw; ++tx) {
-      input_tile<R>(xt + (2 * ty * wp + 2 * tx) * L, g.C, hp * wp * L, wp, vt);
-      grad_tile<R>(dyt + (2 * ty * yw + 2 * tx) * L, g.O, yh * yw * L, yw, zt);
-      grad_product(vt, zt, count, A * A, g.C, g.O, du, tr);
+  float* dyt = zt + A * A * rows_of(g.O) * L;  // (O, 2, yw, L): a tile row of dy, zero past (Ho, Wo)
+  float* tr = dyt + g.O * 2 * yw * L;          // (L, L)
+  for (i64 ty0 = 0; ty0 < th; ty0 += tb) {
+    const i64 nb = th - ty0 < tb ? th - ty0 : tb;
+    pack_rows(x, count, g.x_image, g.C, g.H, g.W, 2 * ty0, 2 * nb + R - 1, rows, g.pad_h, g.pad_w, wp,
+              xt);
+    for (i64 ty = ty0; ty < ty0 + nb; ++ty) {
+      pack_rows(dy, count, g.y_image, g.O, g.Ho, g.Wo, 2 * ty, 2, 2, 0, 0, yw, dyt);
+      for (i64 tx = 0; tx < tw; ++tx) {
+        input_tile<R>(xt + (2 * (ty - ty0) * wp + 2 * tx) * L, g.C, rows * wp * L, wp, vt);
+        grad_tile<R>(dyt + 2 * tx * L, g.O, 2 * yw * L, yw, zt);
+        grad_product(vt, zt, count, A * A, g.C, g.O, du, tr);
+      }
     }
+  }
 }
 
 }  // namespace
@@ -500,10 +519,11 @@ HWY_EXPORT(WinogradBackwardWeights);
 std::int64_t winograd_lanes() { return QAT_DISPATCH(WinogradLanes)(); }
 
 std::int64_t winograd_scratch_floats(const WinogradGeom& g) {
-  const std::int64_t a = g.alpha(), th = g.tiles_h(), tw = g.tiles_w(), lanes = winograd_lanes();
-  const std::int64_t hp = 2 * th + g.r - 1, wp = 2 * tw + g.r - 1;
-  // the forward's (xt, v, s, yt) or the weight gradient's (xt, v, z, dyt, a transpose)
-  return (g.C * hp * wp + a * a * ((g.C | 1) + (g.O | 1)) + g.O * 4 * th * tw + lanes) * lanes;
+  const std::int64_t a = g.alpha(), lanes = winograd_lanes();
+  const std::int64_t rows = 2 * g.band_tiles(lanes) + g.r - 1, wp = 2 * g.tiles_w() + g.r - 1;
+  // a band of the input, the transformed tile (v), the forward's sums (s) or the weight
+  // gradient's z, a tile row of outputs (or of dy), a transpose
+  return (g.C * rows * wp + a * a * ((g.C | 1) + (g.O | 1)) + g.O * 2 * 2 * g.tiles_w() + lanes) * lanes;
 }
 
 namespace {

@@ -26,6 +26,12 @@ struct WinogradGeom {
   std::int64_t tiles_h() const { return (Ho + 1) / 2; }
   std::int64_t tiles_w() const { return (Wo + 1) / 2; }
   std::int64_t alpha() const { return r + 1; }
+  /// Tile rows per band of packed input: about 256 KB of it for `lanes` images (at least one).
+  std::int64_t band_tiles(std::int64_t lanes) const {
+    const std::int64_t row_floats = C * (2 * tiles_w() + r - 1) * lanes;  // one padded input row
+    const std::int64_t fit = ((std::int64_t{1} << 16) / row_floats - (r - 1)) / 2;
+    return fit < 1 ? 1 : fit < tiles_h() ? fit : tiles_h();
+  }
 };
 
 /// Images per block on the current kernel path.
