@@ -2,7 +2,10 @@
 // shapes (batch 64, 1 thread): forward + backward of each layer, next to two references
 // measured in the same run:
 //   copy  memcpy of the bytes the layer must read and write (input, output, their gradients)
-//   gemm  the layer's GEMM flops at the speed of one large in-cache GEMM of ours
+//   gemm  the layer's GEMM flops at the speed of one large in-cache GEMM of ours (a convolution
+//         by Winograd's algorithm does fewer multiplies and can go below it)
+// and each convolution once more with its GEMMs (cpu::set_winograd_conv(false)), as "(GEMMs)",
+// and the ratio of the two.
 //   build/bench/bench_cnn_step [layer-name prefix, e.g. conv2]
 #include <algorithm>
 #include <chrono>
@@ -15,6 +18,7 @@
 #include "framework/autograd/grad_mode.h"
 #include "framework/autograd/ops.h"
 #include "framework/tensor/blas.h"
+#include "framework/tensor/cpu.h"
 #include "framework/tensor/parallel.h"
 #include "framework/tensor/random.h"
 
@@ -106,6 +110,22 @@ int main(int argc, char** argv) {
     std::printf("%-18s %8.1f %10.1f %10.1f %7.2fx", l.name, fwd * 1e6, t * 1e6, copy * 1e6, t / copy);
     if (l.flops > 0) std::printf(" %10.1f %7.2fx", l.flops / gemm_rate * 1e6, t * gemm_rate / l.flops);
     std::printf("\n");
+    if (std::strncmp(l.name, "conv", 4) == 0) {  // the same layer through its GEMMs
+      cpu::set_winograd_conv(false);
+      const double tg = seconds_per_call([&] {
+        for (Tensor t : leaves) t.zero_grad();
+        Tensor y = l.forward();
+        y.backward(g);
+      });
+      const double fg = seconds_per_call([&] {
+        NoGradGuard no_grad;
+        l.forward();
+      });
+      cpu::set_winograd_conv(true);
+      std::printf(
+          "%-18s %8.1f %10.1f   (this path: %.2fx the GEMMs' forward, %.2fx forward + backward)\n",
+          "  (GEMMs)", fg * 1e6, tg * 1e6, fwd / fg, t / tg);
+    }
   }
   std::printf("%-18s %8s %10.1f   (x 938 batches = %.2f s per epoch, without optimizer and data)\n",
               "total", "", total * 1e6, total * 938);
