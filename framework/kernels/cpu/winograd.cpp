@@ -52,6 +52,7 @@ namespace {
 using i64 = std::int64_t;
 using lanes::D;
 using lanes::L;
+using lanes::transpose;
 using lanes::V;
 using winograd_matrices::F2;
 
@@ -206,61 +207,6 @@ HWY_NOINLINE void product(const float* v, const float* u, i64 C, i64 O, float* s
   if (o + 2 <= O) product_block<R, 2>(v, u + o, C, O, s + o * L), o += 2;
   if (o < O) product_block<R, 1>(v, u + o, C, O, s + o * L);
 }
-
-#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2
-// r[i][j] <-> r[j][i]: an L x L block of floats in L registers, by the usual unpack / shuffle
-// stages (64 shuffles for 16 x 16, 24 for 8 x 8)
-#if HWY_TARGET <= HWY_AVX3
-HWY_INLINE void transpose(V* r) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i].raw, r[i + 1].raw);
-    t[i + 1] = _mm512_unpackhi_ps(r[i].raw, r[i + 1].raw);
-  }
-  for (int i = 0; i < 16; i += 4)
-    for (int k = 0; k < 2; ++k) {
-      const __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
-      u[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-      u[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    }
-  // u[4q + k]: 128-bit block b of it holds rows 4q..4q+3 of column 4b + k
-  for (int i = 0; i < 16; i += 8)
-    for (int k = 0; k < 4; ++k) {
-      t[i + k] = _mm512_shuffle_f32x4(u[i + k], u[i + k + 4], 0x88);      // blocks 0, 2 | 0, 2
-      t[i + k + 4] = _mm512_shuffle_f32x4(u[i + k], u[i + k + 4], 0xdd);  // blocks 1, 3 | 1, 3
-    }
-  for (int k = 0; k < 8; ++k) {
-    r[k].raw = _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88);
-    r[k + 8].raw = _mm512_shuffle_f32x4(t[k], t[k + 8], 0xdd);
-  }
-}
-#else
-HWY_INLINE void transpose(V* r) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i].raw, r[i + 1].raw);
-    t[i + 1] = _mm256_unpackhi_ps(r[i].raw, r[i + 1].raw);
-  }
-  for (int i = 0; i < 8; i += 4)
-    for (int k = 0; k < 2; ++k) {
-      u[i + 2 * k] = _mm256_shuffle_ps(t[i + k], t[i + k + 2], 0x44);
-      u[i + 2 * k + 1] = _mm256_shuffle_ps(t[i + k], t[i + k + 2], 0xee);
-    }
-  for (int k = 0; k < 4; ++k) {
-    r[k].raw = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-    r[k + 4].raw = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-  }
-}
-#endif
-#else
-HWY_INLINE void transpose(V* r) {  // through memory
-  float in[L * L], out[L * L];
-  for (i64 i = 0; i < L; ++i) hn::StoreU(r[i], D(), in + i * L);
-  for (i64 i = 0; i < L; ++i)
-    for (i64 j = 0; j < L; ++j) out[j * L + i] = in[i * L + j];
-  for (i64 i = 0; i < L; ++i) r[i] = hn::LoadU(D(), out + i * L);
-}
-#endif
 
 // Rows of L images as lanes: dst (ch, plane_rows, wp, L) [c][j][left + w][lane] =
 // src[lane][c][r0 + j - top][w] for j < rows, w < W: a band of a zero-padded plane (rows outside
