@@ -63,53 +63,62 @@ bool winograd_fits(const ConvGeom& g, DType dtype) {
          kernels::winograd_kernel(g.kh) && cpu::winograd_conv() && 2 * g.N >= kernels::winograd_lanes();
 }
 
+// How winograd_conv2d and its weight gradient share out a batch: blocks of `lanes` images on
+// threads (once the batch's multiply-adds pay for a parallel region), a scratch per thread.
+struct WinogradBlocks {
+  i64 lanes, blocks, usize, wsize, xgroup, ygroup, scratch;
+  int slots;
+  Tensor ws;
+  WinogradBlocks(i64 N, i64 groups, const kernels::WinogradGeom& wg)
+      : lanes(kernels::winograd_lanes()),
+        blocks((N + lanes - 1) / lanes),
+        usize(wg.alpha() * wg.alpha() * wg.C * wg.O),
+        wsize(wg.O * wg.C * wg.r * wg.r),
+        xgroup(wg.C * wg.H * wg.W),
+        ygroup(wg.O * wg.Ho * wg.Wo),
+        scratch(kernels::winograd_scratch_floats(wg)),
+        slots(N * groups * wsize * wg.Ho * wg.Wo >= kParallelMinMacs ? parallel_slots(blocks) : 1),
+        ws(Tensor::zeros(Shape{slots * scratch}, DType::Float32)) {}
+  float* scratch_of(int slot) { return ws.data<float>() + slot * scratch; }
+};
+
 // y = conv(x, w) + b by Winograd, group by group: x (N, groups * wg.C, H, W), w (groups * wg.O,
-// wg.C, r, r), b (groups * wg.O) or null, y (N, groups * wg.O, Ho, Wo). Blocks of images on
-// threads; an image's result does not depend on its block, so neither on the thread count.
+// wg.C, r, r), b (groups * wg.O) or null, y (N, groups * wg.O, Ho, Wo). An image's result does
+// not depend on its block, so neither on the thread count.
 void winograd_conv2d(const float* x, const float* w, const float* b, i64 N, i64 groups,
                      const kernels::WinogradGeom& wg, float* y) {
-  const i64 lanes = kernels::winograd_lanes(), blocks = (N + lanes - 1) / lanes;
-  const i64 a = wg.alpha(), usize = a * a * wg.C * wg.O, wsize = wg.O * wg.C * wg.r * wg.r;
-  std::vector<float> u(static_cast<std::size_t>(groups * usize));
+  WinogradBlocks bl(N, groups, wg);
+  std::vector<float> u(static_cast<std::size_t>(groups * bl.usize));
   for (i64 grp = 0; grp < groups; ++grp)
-    kernels::winograd_weights(w + grp * wsize, wg, u.data() + grp * usize);
-  const i64 macs = N * groups * wsize * wg.Ho * wg.Wo, scratch = kernels::winograd_scratch_floats(wg);
-  const int slots = macs >= kParallelMinMacs ? parallel_slots(blocks) : 1;
-  Tensor ws = Tensor::zeros(Shape{slots * scratch}, DType::Float32);
-  const i64 xgroup = wg.C * wg.H * wg.W, ygroup = wg.O * wg.Ho * wg.Wo;
-  parallel_for_each(blocks, slots, [&](i64 blk, int slot) {
-    const i64 n0 = blk * lanes, count = std::min(lanes, N - n0);
+    kernels::winograd_weights(w + grp * bl.wsize, wg, u.data() + grp * bl.usize);
+  parallel_for_each(bl.blocks, bl.slots, [&](i64 blk, int slot) {
+    const i64 n0 = blk * bl.lanes, count = std::min(bl.lanes, N - n0);
     for (i64 grp = 0; grp < groups; ++grp)
-      kernels::winograd_forward(x + n0 * wg.x_image + grp * xgroup, count, u.data() + grp * usize,
+      kernels::winograd_forward(x + n0 * wg.x_image + grp * bl.xgroup, count, u.data() + grp * bl.usize,
                                 b != nullptr ? b + grp * wg.O : nullptr, wg,
-                                y + n0 * wg.y_image + grp * ygroup, ws.data<float>() + slot * scratch);
+                                y + n0 * wg.y_image + grp * bl.ygroup, bl.scratch_of(slot));
   });
 }
 
 // dw (groups * wg.O, wg.C, r, r) = the weight gradient of winograd_conv2d's convolution for the
-// output gradient dy: each block of images summed into its own partial (blocks on threads), the
-// partials added in block order, so the result does not depend on the thread count.
+// output gradient dy: each block of images summed into its own partial, the partials added in
+// block order, so the result does not depend on the thread count.
 void winograd_conv2d_weight_grad(const float* x, const float* dy, i64 N, i64 groups,
                                  const kernels::WinogradGeom& wg, float* dw) {
-  const i64 lanes = kernels::winograd_lanes(), blocks = (N + lanes - 1) / lanes;
-  const i64 a = wg.alpha(), usize = a * a * wg.C * wg.O, wsize = wg.O * wg.C * wg.r * wg.r;
-  const i64 macs = N * groups * wsize * wg.Ho * wg.Wo, scratch = kernels::winograd_scratch_floats(wg);
-  const int slots = macs >= kParallelMinMacs ? parallel_slots(blocks) : 1;
-  Tensor ws = Tensor::zeros(Shape{slots * scratch}, DType::Float32);
-  Tensor du = Tensor::zeros(Shape{blocks * groups * usize}, DType::Float32);  // per block
-  const i64 xgroup = wg.C * wg.H * wg.W, ygroup = wg.O * wg.Ho * wg.Wo;
+  WinogradBlocks bl(N, groups, wg);
+  Tensor du = Tensor::zeros(Shape{bl.blocks * groups * bl.usize}, DType::Float32);  // per block
   float* pu = du.data<float>();
-  parallel_for_each(blocks, slots, [&](i64 blk, int slot) {
-    const i64 n0 = blk * lanes, count = std::min(lanes, N - n0);
+  parallel_for_each(bl.blocks, bl.slots, [&](i64 blk, int slot) {
+    const i64 n0 = blk * bl.lanes, count = std::min(bl.lanes, N - n0);
     for (i64 grp = 0; grp < groups; ++grp)
-      kernels::winograd_backward_weights(
-          x + n0 * wg.x_image + grp * xgroup, dy + n0 * wg.y_image + grp * ygroup, count, wg,
-          pu + (blk * groups + grp) * usize, ws.data<float>() + slot * scratch);
+      kernels::winograd_backward_weights(x + n0 * wg.x_image + grp * bl.xgroup,
+                                         dy + n0 * wg.y_image + grp * bl.ygroup, count, wg,
+                                         pu + (blk * groups + grp) * bl.usize, bl.scratch_of(slot));
   });
-  for (i64 blk = 1; blk < blocks; ++blk)
-    kernels::add_inplace(pu, pu + blk * groups * usize, groups * usize);
+  for (i64 blk = 1; blk < bl.blocks; ++blk)
+    kernels::add_inplace(pu, pu + blk * groups * bl.usize, groups * bl.usize);
   for (i64 grp = 0; grp < groups; ++grp)
-    kernels::winograd_weight_grad(pu + grp * usize, wg, dw + grp * wsize);
+    kernels::winograd_weight_grad(pu + grp * bl.usize, wg, dw + grp * bl.wsize);
 }
 
 std::string str(Pair p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
