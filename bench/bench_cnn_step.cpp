@@ -4,8 +4,8 @@
 //   copy  memcpy of the bytes the layer must read and write (input, output, their gradients)
 //   gemm  the layer's GEMM flops at the speed of one large in-cache GEMM of ours (a convolution
 //         by Winograd's algorithm does fewer multiplies and can go below it)
-// and each convolution once more with its GEMMs (cpu::set_winograd_conv(false)), as "(GEMMs)",
-// and the ratio of the two.
+// and each convolution once more with its GEMMs (cpu::WinogradMode::Off), as "(GEMMs)", and
+// the ratio of the two.
 //   build/bench/bench_cnn_step [layer-name prefix, e.g. conv2]
 #include <algorithm>
 #include <chrono>
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
     if (l.flops > 0) std::printf(" %10.1f %7.2fx", l.flops / gemm_rate * 1e6, t * gemm_rate / l.flops);
     std::printf("\n");
     if (std::strncmp(l.name, "conv", 4) == 0) {  // the same layer through its GEMMs
-      cpu::set_winograd_conv(false);
+      const cpu::WinogradMode saved_mode = cpu::winograd_mode();
+      cpu::set_winograd_mode(cpu::WinogradMode::Off);
       const double tg = seconds_per_call([&] {
         for (Tensor t : leaves) t.zero_grad();
         Tensor y = l.forward();
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
         NoGradGuard no_grad;
         l.forward();
       });
-      cpu::set_winograd_conv(true);
+      cpu::set_winograd_mode(saved_mode);
       std::printf(
           "%-18s %8.1f %10.1f   (this path: %.2fx the GEMMs' forward, %.2fx forward + backward)\n",
           "  (GEMMs)", fg * 1e6, tg * 1e6, fwd / fg, t / tg);

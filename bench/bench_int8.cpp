@@ -30,7 +30,7 @@
 //     ROW int8_linear_batch1 <X>x_faster (...)  nn::Linear's forward / QuantizedLinear's, one
 //         sample 784 -> 256 (whole layers: the int8 one's dot products of rows, the float one's)
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64 (and the same
-//         with the fp32 convolutions as GEMMs: cpu::set_winograd_conv(false))
+//         with the fp32 convolutions as GEMMs: cpu::WinogradMode::Off)
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
 //     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
 //         activations in [0, 127] (int8_fbgemm, PyTorch fbgemm's reduce_range))
@@ -354,9 +354,10 @@ int print_rows(bool torch) {
     NoGradGuard ng;
     const auto [t32, t8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
     // the fp32 model with its convolutions as GEMMs (no Winograd), as before it had them
-    cpu::set_winograd_conv(false);
+    const cpu::WinogradMode saved_mode = cpu::winograd_mode();
+    cpu::set_winograd_mode(cpu::WinogradMode::Off);
     const auto [g32, g8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
-    cpu::set_winograd_conv(true);
+    cpu::set_winograd_mode(saved_mode);
     std::printf(
         "ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms; vs fp32 without Winograd "
         "%.2fms: %.2fx)\n",

@@ -197,28 +197,41 @@ std::string describe() {
 }
 
 namespace {
-// A switch on unless the environment variable says "0", until set() overrides it.
-struct EnvSwitch {
-  const char* variable;
-  std::atomic<int> on{-1};  // -1: not read from the environment yet
-  bool get() {
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-      const char* env = std::getenv(variable);
-      v = env != nullptr && std::string(env) == "0" ? 0 : 1;
-      on.store(v, std::memory_order_relaxed);
-    }
-    return v == 1;
+// The environment's choice (read once), until set_*() overrides it: -1 not read yet.
+std::atomic<int> direct_conv_state{-1}, winograd_state{-1};
+
+int from_env(std::atomic<int>& state, const char* variable, int (*parse)(const std::string& value)) {
+  int v = state.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv(variable);
+    v = parse(env != nullptr ? env : "");
+    state.store(v, std::memory_order_relaxed);
   }
-  void set(bool value) { on.store(value ? 1 : 0, std::memory_order_relaxed); }
-};
-EnvSwitch direct_conv_switch{"QAT_CONV_DIRECT"}, winograd_conv_switch{"QAT_CONV_WINOGRAD"};
+  return v;
+}
 }  // namespace
 
-bool direct_conv() { return direct_conv_switch.get(); }
-void set_direct_conv(bool on) { direct_conv_switch.set(on); }
-bool winograd_conv() { return winograd_conv_switch.get(); }
-void set_winograd_conv(bool on) { winograd_conv_switch.set(on); }
+bool direct_conv() {
+  return from_env(direct_conv_state, "QAT_CONV_DIRECT",
+                  [](const std::string& v) { return v == "0" ? 0 : 1; }) == 1;
+}
+void set_direct_conv(bool on) { direct_conv_state.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+WinogradMode winograd_mode() {
+  return static_cast<WinogradMode>(
+      from_env(winograd_state, "QAT_CONV_WINOGRAD", [](const std::string& v) {
+        return static_cast<int>(v == "0"   ? WinogradMode::Off
+                                : v == "1" ? WinogradMode::On
+                                           : WinogradMode::Auto);
+      }));
+}
+void set_winograd_mode(WinogradMode mode) {
+  winograd_state.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+bool winograd_conv() {
+  const WinogradMode mode = winograd_mode();
+  return mode == WinogradMode::On || (mode == WinogradMode::Auto && isa() != Isa::Generic);
+}
 
 namespace detail {
 void ensure_initialized() {

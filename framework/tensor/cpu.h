@@ -69,12 +69,19 @@ class IsaGuard {
 /// the two). The two agree within float tolerance; each gives the same bits for any thread count.
 bool direct_conv();
 void set_direct_conv(bool on);
-/// Whether conv2d on float32 CPU tensors computes 3x3 and 5x5 convolutions of stride 1 (forward
-/// and dx) by Winograd's F(2x2, r x r) (kernels/cpu/winograd.h: 2.25x / 2.78x fewer multiplies,
-/// float error a few times the GEMM's) where a batch fills the vector lanes: on unless
-/// QAT_CONV_WINOGRAD=0 or set_winograd_conv(false). Each gives the same bits for any thread count.
+/// Where conv2d on float32 CPU tensors computes 3x3 and 5x5 convolutions of stride 1 (forward,
+/// dx, dW) by Winograd's F(2x2, r x r) (kernels/cpu/winograd.h: 2.25x / 2.78x fewer multiplies,
+/// float error a few times the GEMMs') when a batch fills the vector lanes:
+///   Off   never (QAT_CONV_WINOGRAD=0);
+///   Auto  on the AVX2 and AVX-512 paths, the default: the generic path keeps the GEMMs, which
+///         run there through the system BLAS (its Winograd measured 2.1x slower);
+///   On    on every path, the generic one too (QAT_CONV_WINOGRAD=1; the tests check its kernel).
+/// Each gives the same bits for any thread count.
+enum class WinogradMode { Off = 0, Auto = 1, On = 2 };
+WinogradMode winograd_mode();
+void set_winograd_mode(WinogradMode mode);
+/// Whether conv2d takes Winograd where it fits, on the current path (winograd_mode() and isa()).
 bool winograd_conv();
-void set_winograd_conv(bool on);
 
 namespace detail {
 /// Applies the environment's choice once (called by QAT_DISPATCH before every kernel call).

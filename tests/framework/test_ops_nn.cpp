@@ -276,13 +276,13 @@ BOOST_AUTO_TEST_CASE(conv2d_direct_kernels) {
 
 // Winograd F(2x2, r x r) (kernels/cpu/winograd.h) on the current kernel path against float64
 // (its float error is larger than the GEMMs': about 2e-5 of the largest dW, 5e-6 of y and dx),
-// next to the GEMM path (cpu::set_winograd_conv(false); the direct kernel off, which would take
-// the shapes with few taps per output): batches that leave a partial block of images, odd
-// output planes (partial tiles), output channel counts that leave every block tail, input
-// channel counts that leave partial vectors in dW's sums, rows of more than two vectors, an
-// input packed in several bands of tile rows, groups, padding on one side only, padding beyond the
-// kernel's reach (dx then through col2im), a single output. y, dx and dW the same bits at 1 and 2
-// threads, and not the GEMM's bits (so the Winograd path ran; dW only where its vectors hold input
+// next to the GEMM path (cpu::WinogradMode::On, which runs the generic path's kernel too, and
+// Off; the direct kernel off, which would take the shapes with few taps per output): batches that leave
+// a partial block of images, odd output planes (partial tiles), output channel counts that leave every
+// block tail, input channel counts that leave partial vectors in dW's sums, rows of more than two
+// vectors, an input packed in several bands of tile rows, groups, padding on one side only, padding
+// beyond the kernel's reach (dx then through col2im), a single output. y, dx and dW the same bits at 1
+// and 2 threads, and not the GEMM's bits (so the Winograd path ran; dW only where its vectors hold input
 // channels, else the GEMM's bits).
 BOOST_AUTO_TEST_CASE(conv2d_winograd_kernels) {
   const ConvCase configs[] = {
@@ -314,13 +314,14 @@ BOOST_AUTO_TEST_CASE(conv2d_winograd_kernels) {
     auto run = [&](bool winograd, int threads) {
       const int saved = get_num_threads();
       set_num_threads(threads);
-      cpu::set_winograd_conv(winograd);
+      const cpu::WinogradMode saved_mode = cpu::winograd_mode();
+      cpu::set_winograd_mode(winograd ? cpu::WinogradMode::On : cpu::WinogradMode::Off);
       cpu::set_direct_conv(false);
       Tensor x = x64.to(DType::Float32).requires_grad_(), w = w64.to(DType::Float32).requires_grad_();
       Tensor b = c.bias ? b64.to(DType::Float32).requires_grad_() : Tensor();
       Tensor y = conv2d(x, w, b, c.p);
       y.backward(g64.to(DType::Float32));
-      cpu::set_winograd_conv(true);
+      cpu::set_winograd_mode(saved_mode);
       cpu::set_direct_conv(true);
       set_num_threads(saved);
       return Out{y.detach(), x.grad(), w.grad()};
