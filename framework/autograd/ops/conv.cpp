@@ -78,7 +78,7 @@ struct WinogradBlocks {
         ygroup(wg.O * wg.Ho * wg.Wo),
         scratch(kernels::winograd_scratch_floats(wg)),
         slots(N * groups * wsize * wg.Ho * wg.Wo >= kParallelMinMacs ? parallel_slots(blocks) : 1),
-        ws(Tensor::zeros(Shape{slots * scratch}, DType::Float32)) {}
+        ws(Tensor::empty(Shape{slots * scratch}, DType::Float32)) {}
   float* scratch_of(int slot) { return ws.data<float>() + slot * scratch; }
 };
 

@@ -209,9 +209,9 @@ HWY_NOINLINE void product(const float* v, const float* u, i64 C, i64 O, float* s
 }
 
 // Rows of L images as lanes: dst (ch, plane_rows, wp, L) [c][j][left + w][lane] =
-// src[lane][c][r0 + j - top][w] for j < rows, w < W: a band of a zero-padded plane (rows outside
-// the image zero; lanes past count zero; columns outside [left, left + W) never written, so zero
-// as the caller created them). L columns of L images at a time, through a register transpose.
+// src[lane][c][r0 + j - top][w] for j < rows, w < W: a band of a zero-padded plane (rows and
+// columns outside the image, and lanes past count, zero). L columns of L images at a time,
+// through a register transpose.
 HWY_NOINLINE void pack_rows(const float* HWY_RESTRICT src, i64 count, i64 image, i64 ch, i64 H, i64 W,
                             i64 r0, i64 rows, i64 plane_rows, i64 top, i64 left, i64 wp,
                             float* HWY_RESTRICT dst) {
@@ -225,6 +225,8 @@ HWY_NOINLINE void pack_rows(const float* HWY_RESTRICT src, i64 count, i64 image,
         continue;
       }
       const float* s = src + (c * H + h) * W;
+      for (i64 w = 0; w < left; ++w) hn::Store(hn::Zero(d), d, t + w * L);
+      for (i64 w = left + W; w < wp; ++w) hn::Store(hn::Zero(d), d, t + w * L);
       t += left * L;
       for (i64 w0 = 0; w0 < W; w0 += L) {
         const i64 n = W - w0 < L ? W - w0 : L;

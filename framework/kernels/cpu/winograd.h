@@ -37,7 +37,7 @@ struct WinogradGeom {
 /// Images per block on the current kernel path.
 std::int64_t winograd_lanes();
 
-/// Floats of scratch one block needs (one per thread), zero-filled by the caller once.
+/// Floats of scratch one block needs (one per thread; any contents).
 std::int64_t winograd_scratch_floats(const WinogradGeom& g);
 
 /// U (a^2, C, O) = the transformed kernels G w[o][c] G^T of w (O, C, r, r), computed in double
