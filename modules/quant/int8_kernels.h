@@ -6,6 +6,7 @@
 // fixed-point multiplier of Jacob et al. / TFLite is kept for integer-only requantization.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -154,6 +155,45 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
                         const Requant& rq, std::uint8_t* y, std::int64_t ldy,
                         const std::uint8_t* x_narrow = nullptr, const PooledRows* pool = nullptr,
                         const ExcessTaps* taps = nullptr);
+
+/// Winograd's minimal filtering along the rows of an int8 convolution (kernels/cpu/int8_winograd.h):
+/// F(4, kw) for kw in {3, 5}, exact in integers, so the same bytes as the implicit GEMM. Taken on
+/// the paths whose int8 multiply is vpmaddwd on int16 pairs (AVX2 and AVX-512 without VNNI): there
+/// 8 multiplies per 4 outputs and kernel row replace 20 (5 x 5), and vpmaddwd's 16 products an
+/// instruction the direct kernel's ~21 (vpmaddubsw pairs), a 1.6x smaller count; with VNNI the
+/// direct kernel's 32 products per instruction leave too little.
+/// Weights: per point xi, U_xi (O, kh Cp) = G w (int16, |U| <= 3968) in the pairs layout, kh
+/// pieces of Cp = C rounded up to even; rowsum(w) for the zero point.
+struct RowWinogradWeights {
+  std::int64_t O = 0, C = 0, kh = 0, kw = 0;
+  std::vector<PackedWeights> points;
+  std::vector<std::int32_t> sums;
+  /// Whether the current CPU path reads this packing.
+  bool usable() const;
+};
+/// Process-wide: whether int8 convolutions may take the row Winograd (QAT_INT8_WINOGRAD=0 turns it
+/// off at first use; on by default). Either way the same bytes: for measurements and tests.
+void set_row_winograd(bool on);
+bool row_winograd_enabled();
+/// Whether the current path takes the row Winograd for kw taps along rows of Wo outputs (stride
+/// and dilation 1 along them): enabled, a path with int16 pairs, kw in {3, 5}, and at most 0.7x
+/// the direct kernel's multiplies (Wo >= 3).
+bool row_winograd_pays(std::int64_t kw, std::int64_t Wo);
+/// w (O, C, kh, kw) int8 transformed and packed for the current path; nullopt where kw has no
+/// transform or a channel's bound 255 sum |w| reaches 2^28, past which the int32 sums no
+/// longer determine the result (int8_winograd.h).
+std::optional<RowWinogradWeights> pack_row_winograd(const std::int8_t* w, std::int64_t O, std::int64_t C,
+                                                    std::int64_t kh, std::int64_t kw);
+/// The convolution of n images x (n, Hp, Wx, C) uint8, channels-last, padded already (borders of
+/// zx; Wx >= 4 ceil(Wo / 4) + kw - 1 columns, the ones past the image any byte): output row oh
+/// reads input rows oh sh + r dh, r < kh, columns ow .. ow + kw - 1.
+///   y (n, Ho, Wo, O) = requant(sum (x - zx) w), exactly as gemm_u8s8_implicit;
+/// with `pool` a 2 x 2 max pool in the output stage instead, y (n, Ho / 2, Wo / 2, O) (needs every
+/// rq scale >= 0, as PooledRows). Threads over images; the same bytes at any thread count.
+void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t Hp, std::int64_t Wx,
+                            std::int64_t Ho, std::int64_t Wo, std::int64_t sh, std::int64_t dh,
+                            std::int32_t zx, const RowWinogradWeights& w, const Requant& rq, bool pool,
+                            std::uint8_t* y);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the

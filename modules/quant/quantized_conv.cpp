@@ -117,13 +117,22 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   if (pool && P == 0) return Tensor();  // (max_pool2d refuses such an input)
   const std::int32_t zx = input_quant().zero_point;
   const std::uint8_t* px = x.data<std::uint8_t>();
+  // Winograd's minimal filtering along the rows (int8::conv_u8s8_row_winograd) where the path
+  // multiplies int16 pairs, for 3 or 5 taps at stride and dilation 1 along the rows, and the
+  // weights' bound allows: the same bytes, fewer multiplies
+  // weights' bound allows: the same bytes, fewer multiplies (from 8 channels: below, the
+  // transforms cost more than they save, conv1 of the demo CNN (1 channel) 2.1x slower)
+  const Prepared* wst = G == 1 && sw == 1 && dw == 1 && C >= 8 && int8::row_winograd_pays(kw, Wo)
+                            ? &prepared(1, KOrder::RowWinograd, 1, false)
+                            : nullptr;
+  const bool wino = wst != nullptr && wst->row.has_value();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   // an input (and border, the input zero point) in [0, 127] but for a few: int8 quads through
   // vpmaddubsw where that is faster, read from a copy clamped to 127 (xnarrow) when some are
   // above, whose excess the GEMM adds from the image itself
   // (a border zero point above 127 counts as if every input were)
-  const std::int64_t above = int8::count_wide(px, x.numel()) + (zx > 127 ? x.numel() : 0);
-  const bool narrow = int8::quads_pay(above, x.numel(), int8::kQuadsPayConv),
+  const std::int64_t above = wino ? 0 : int8::count_wide(px, x.numel()) + (zx > 127 ? x.numel() : 0);
+  const bool narrow = !wino && int8::quads_pay(above, x.numel(), int8::kQuadsPayConv),
              clamp = narrow && above > 0;
   // Tall windows: each kernel row's run is padded to whole K steps, which wastes multiplies when
   // kw C is short (conv1: 5 of 8 bytes). Laying each output row's kh input rows side by side,
@@ -131,18 +140,21 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   // elements, K ordered (kw, kh, C). Taken where it saves at least a fifth of the steps.
   const std::int64_t kps = int8::kernels::k_per_step(int8::kernels::pack_format(narrow));
   const auto steps = [kps](std::int64_t n) { return (n + kps - 1) / kps; };
-  const bool tall =
-      runs && dh == 1 && kh > 1 && kh * C <= 64 && 5 * steps(kh * kw * C) <= 4 * kh * steps(kw * C);
+  const bool tall = !wino && runs && dh == 1 && kh > 1 && kh * C <= 64 &&
+                    5 * steps(kh * kw * C) <= 4 * kh * steps(kw * C);
   const std::int64_t pieces = tall ? 1 : runs ? kh : kh * kw;
-  const Prepared& st = prepared(G, tall ? KOrder::KwKhC : KOrder::KhKwC, pieces, narrow);
+  const Prepared& st = wino ? *wst : prepared(G, tall ? KOrder::KwKhC : KOrder::KhKwC, pieces, narrow);
   // pooling before requantizing is exact where the output stage is monotone in the sum
   if (pool && !(st.requant.inv_scale > 0 &&
                 std::all_of(st.scales.begin(), st.scales.end(), [](float v) { return v >= 0; })))
     return Tensor();
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Hq, Wq, O} : Shape{N, O, Hq, Wq}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
-  const std::int64_t eb = int8::activation_bytes(narrow);
-  const std::int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, img = Hp * Wp * C;
+  const std::int64_t eb = wino ? 1 : int8::activation_bytes(narrow);
+  // (the row Winograd's tiles of 4 outputs read up to 4 ceil(Wo / 4) + kw - 1 columns)
+  const std::int64_t Hp = H + 2 * ph,
+                     Wp = wino ? std::max(W + 2 * pw, (Wo + 3) / 4 * 4 + kw - 1) : W + 2 * pw,
+                     img = Hp * Wp * C;
   // what the GEMM reads per image: the padded image, or its tall windows (+ 8: the last run's
   // 8-byte copies spill into it)
   const std::int64_t run = kh * C, timg = tall ? Ho * Wp * run + 8 : 0, aimg = tall ? timg : img;
@@ -173,17 +185,20 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   };
   const std::uint8_t* a8 = tall ? xtall.data() : xpad.data();  // (the u8 activations)
   const std::uint8_t* base = eb == 2 ? reinterpret_cast<const std::uint8_t*>(xwide.data()) : a8;
-  GemmRows& gr = gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, timg, img, Wp, run, C, eb, sh, sw, dh, dw,
-                            runs ? 1 : 0, tall ? 1 : kh, kw});
+  GemmRows* grp = wino ? nullptr
+                       : &gemm_rows({chunk, Ho, Wo, pool ? 1 : 0, timg, img, Wp, run, C, eb, sh, sw, dh,
+                                     dw, runs ? 1 : 0, tall ? 1 : kh, kw});
+  static const GemmRows none{};
+  const GemmRows& gr = grp ? *grp : none;
   // the excess lists from each pixel's places (one run of kw C bytes per kernel row) instead of
   // a search per byte above 127 and kernel row
   const bool taps = clamp && runs && !tall;
-  if (taps && !gr.taps)
-    gr.taps = int8::excess_taps(gr.row_off.data(), Ho * Wo, img, gr.piece_off.data(), pieces, kw * C,
-                                st.packed[0].piece_steps, C);
+  if (taps && !grp->taps)
+    grp->taps = int8::excess_taps(gr.row_off.data(), Ho * Wo, img, gr.piece_off.data(), pieces, kw * C,
+                                  st.packed[0].piece_steps, C);
   const std::vector<std::int64_t>&row_off = gr.row_off, &piece_off = gr.piece_off,
         &pool_map = gr.pool_map;
-  QAT_CHECK(static_cast<std::int64_t>(piece_off.size()) == pieces);  // the packing's runs
+  QAT_CHECK(wino || static_cast<std::int64_t>(piece_off.size()) == pieces);  // the packing's runs
   for (std::int64_t n0 = 0; n0 < N; n0 += chunk) {
     const std::int64_t nc = std::min(chunk, N - n0);
     parallel_for(nc, 2, [&](std::int64_t i0, std::int64_t i1) {
@@ -223,7 +238,10 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
     if (eb == 2) int8::kernels::widen_u8_u16(a8 + nc * aimg, 32, xwide.data() + nc * aimg);
     if (clamp) clamp127(a8 + nc * aimg, 64, xnarrow.data() + nc * aimg);
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
-    for (std::int64_t g = 0; g < G; ++g) {
+    if (wino)
+      int8::conv_u8s8_row_winograd(xpad.data(), nc, Hp, Wp, Ho, Wo, sh, dh, zx, *st.row, st.requant,
+                                   pool, yc);
+    for (std::int64_t g = 0; g < G && !wino; ++g) {
       int8::Requant rq = st.requant;
       rq.scale = st.scales.data() + g * Og;
       rq.bias = st.bias.data() + g * Og;

@@ -217,7 +217,7 @@ std::vector<T> QuantizedWeightLayer::hwc_columns(const T* src, std::int64_t rows
 
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups, KOrder order,
                                                                      std::int64_t pieces, bool narrow) {
-  std::shared_ptr<const Prepared>& cached = prepared_[narrow];
+  std::shared_ptr<const Prepared>& cached = prepared_[order == KOrder::RowWinograd ? 2 : narrow];
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
                                    static_cast<std::int32_t>(int8::kernels::pack_format(false)),
                                    static_cast<std::int32_t>(int8::kernels::sched_group()),
@@ -245,6 +245,11 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col, or
   // (kw, kh, Cg), the tall windows'
   const std::int8_t* w = weight_.data<std::int8_t>();
+  if (order == KOrder::RowWinograd) {  // (O, C, kh, kw) as stored
+    st->row = int8::pack_row_winograd(w, O, weight_.size(1), weight_.size(2), weight_.size(3));
+    cached = std::move(st);
+    return *cached;
+  }
   std::vector<std::int8_t> reordered;
   if (order != KOrder::Stored && weight_.dim() == 4) {
     const std::int64_t Cg = weight_.size(1), kh = weight_.size(2), kw = weight_.size(3);

@@ -70,7 +70,9 @@ class QuantizedWeightLayer : public nn::Module {
 
   /// The order of a conv weight's K when packed: as stored (C/groups, kh, kw), channels-last
   /// (kh, kw, C/groups), or tall windows (kw, kh, C), QuantizedConv2d::forward's one-run layout.
-  enum class KOrder : std::int32_t { Stored, KhKwC, KwKhC };
+  /// RowWinograd: not a GEMM's order but the row Winograd's transformed weights
+  /// (int8::pack_row_winograd, Prepared::row; none where its bound fails).
+  enum class KOrder : std::int32_t { Stored, KhKwC, KwKhC, RowWinograd };
 
   /// The weights packed for the GEMM micro-kernel (one per group; a conv's K in `order`, in
   /// `pieces` runs for the implicit GEMM) and the output stage, for the current buffers
@@ -99,7 +101,7 @@ class QuantizedWeightLayer : public nn::Module {
   Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
       output_range_;
   bool fused_relu_;
-  std::shared_ptr<const Prepared> prepared_[2];  // [narrow]
+  std::shared_ptr<const Prepared> prepared_[3];  // [narrow], [2]: KOrder::RowWinograd
 };
 
 class QuantizedLinear : public QuantizedWeightLayer {

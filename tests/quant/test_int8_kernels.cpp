@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/isa.h"
@@ -673,8 +674,9 @@ BOOST_AUTO_TEST_CASE(cols_match_reference) {
   });
 }
 
-// QuantizedConv2d (channels-last im2col, per-group packing, tall windows) against the reference
-// im2col and gemm_u8s8_cols_reference; a weight loaded into the buffer afterwards is picked up.
+// QuantizedConv2d (channels-last im2col, per-group packing, tall windows, the row Winograd and
+// without it) against the reference im2col and gemm_u8s8_cols_reference; a weight loaded into the
+// buffer afterwards is picked up.
 BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
   struct Case {
     std::int64_t N, C, H, W, O, k, groups;
@@ -704,7 +706,13 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       {3, 1, 13, 12, 9, 5, 1, {.stride = {2, 1}}, false},
       // a 3 x 1 kernel: tall windows on the int16 pairs path too
       {2, 1, 9, 8, 5, 3, 1, {.padding = {1, 0}}, true, 1},
-      {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true}};  // several chunks of images
+      {5, 20, 33, 31, 40, 3, 1, {.padding = {1, 1}}, true},  // several chunks of images
+      // the row Winograd's (int16 pairs paths) odd corners: channels and outputs past the
+      // vectors' multiples, output rows 2 input rows apart and kernel rows dilated, a kh x kw
+      // kernel of 3 x 5, 3 outputs to a row (one partial tile)
+      {2, 9, 10, 13, 19, 5, 1, {.stride = {2, 1}, .padding = {2, 1}, .dilation = {2, 1}}, true},
+      {2, 8, 7, 6, 21, 3, 1, {.padding = {0, 1}}, false, 5},
+      {1, 33, 6, 5, 8, 3, 1, {}, true}};
   std::mt19937 gen(11);
   for (const Case& cs : cases) {
     const std::int64_t kh = cs.k, kw = cs.kw ? cs.kw : cs.k, Cg = cs.C / cs.groups, K = Cg * kh * kw;
@@ -797,18 +805,23 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       for_each_int8_isa([&](cpu::Isa) {
         // Always: quads with the excess for every input (dense, and a border zero point above
         // 127) where pairs would be chosen; Never: pairs
-        for (const auto& [t, policy] : {std::pair{1, int8::QuadsPolicy::Auto},
-                                        {3, int8::QuadsPolicy::Auto},
-                                        {1, int8::QuadsPolicy::Always},
-                                        {3, int8::QuadsPolicy::Always},
-                                        {1, int8::QuadsPolicy::Never}}) {
+        // (row Winograd: on, the default, where the path and the layer have it; then off)
+        for (const auto& [t, policy, wino] : {std::tuple{1, int8::QuadsPolicy::Auto, true},
+                                              {3, int8::QuadsPolicy::Auto, true},
+                                              {1, int8::QuadsPolicy::Auto, false},
+                                              {3, int8::QuadsPolicy::Auto, false},
+                                              {1, int8::QuadsPolicy::Always, false},
+                                              {3, int8::QuadsPolicy::Always, false},
+                                              {1, int8::QuadsPolicy::Never, false}}) {
           int8::set_quads_policy(policy);
+          int8::set_row_winograd(wino);
           set_num_threads(t);
           const Tensor y = layer.forward(x);
           const U8 got(y.data<std::uint8_t>(), y.data<std::uint8_t>() + y.numel());
           BOOST_TEST(mismatches(got, want) == 0,
                      "conv C " << cs.C << " O " << cs.O << " groups " << cs.groups << " round " << round
-                               << " threads " << t << " policy " << static_cast<int>(policy));
+                               << " threads " << t << " policy " << static_cast<int>(policy)
+                               << " winograd " << wino);
           // with the pool in the output stage, on every layout
           const Shape pooled{cs.N, cs.O, Ho / 2, Wo / 2};
           for (const auto& [li, lo] :
@@ -822,8 +835,8 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
             const U8 gp(yp.data<std::uint8_t>(), yp.data<std::uint8_t>() + yp.numel());
             BOOST_TEST(mismatches(gp, want_pooled) == 0,
                        "pooled conv C " << cs.C << " O " << cs.O << " round " << round << " threads "
-                                        << t << " policy " << static_cast<int>(policy) << " layout "
-                                        << li << lo);
+                                        << t << " policy " << static_cast<int>(policy) << " winograd "
+                                        << wino << " layout " << li << lo);
           }
           // channels-last input and / or output (convert's layouts): the same bytes
           const Tensor xl = relayout(x, x.shape(), true);
@@ -837,6 +850,7 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
           }
         }
         int8::set_quads_policy(int8::QuadsPolicy::Auto);
+        int8::set_row_winograd(true);
       });
       set_num_threads(threads);
       // as a checkpoint load does: new values into the same buffer (-w - 1: the full range kept)
@@ -845,6 +859,70 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
         w2.data<std::int8_t>()[i] = static_cast<std::int8_t>(~w2.data<std::int8_t>()[i]);
       Tensor buffer = layer.weight();
       buffer.copy_(w2);
+    }
+  }
+}
+
+// The row Winograd (int8::conv_u8s8_row_winograd) at the bound of its int32 sums: the largest
+// convolution pack_row_winograd accepts with every weight -128 (or +-127 / -128 at random) and
+// every input 255, against the reference, plain and pooled, the columns past the image filled
+// with bytes that must not matter; one term more and the packing is refused.
+BOOST_AUTO_TEST_CASE(row_winograd_exact_at_its_bound) {
+  std::mt19937 gen(5);
+  for (const std::int64_t k : {3, 5}) {
+    // 255 * 128 * C k k < 2^28: C = 913 (3 x 3), 328 (5 x 5)
+    const std::int64_t C = k == 3 ? 913 : 328, O = 3, Ho = 2, Wo = 5, K = C * k * k;
+    const std::int64_t Hp = Ho + k - 1, W = Wo + k - 1, Wx = 8 + k - 1, P = Ho * Wo;
+    std::vector<std::int8_t> w(O * K);
+    for (std::int64_t i = 0; i < O * K; ++i)
+      w[i] = static_cast<std::int8_t>(i < K                                           ? -128
+                                      : std::uniform_int_distribution<int>(0, 1)(gen) ? 127
+                                                                                      : -128);
+    std::vector<std::int8_t> more(O * (C + 1) * k * k, -128);
+    BOOST_TEST(!int8::pack_row_winograd(more.data(), O, C + 1, k, k).has_value());
+    U8 x(Hp * Wx * C);  // (Hp, Wx, C): 255 in the image, anything past its W columns
+    for (std::int64_t h = 0; h < Hp; ++h)
+      for (std::int64_t c = 0; c < Wx * C; ++c)
+        x[h * Wx * C + c] = c < W * C ? 255 : static_cast<std::uint8_t>(gen());
+    std::vector<std::int32_t> sums(O, 0);
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t i = 0; i < K; ++i) sums[o] += w[o * K + i];
+    // |acc| up to 255 * 128 * K ~ 2^28: scale 2^-22 keeps a wrong multiple of 2^29 in sight
+    const std::vector<float> scale(O, std::ldexp(1.0f, -22)), bias(O, 128.0f);
+    for (const std::int32_t zx : {0, 3}) {
+      const int8::Requant rq{scale.data(), bias.data(), 1.0f, 0, 0, 255};
+      U8 col(K * P), want(O * P);
+      for (std::int64_t c = 0; c < C; ++c)
+        for (std::int64_t i = 0; i < k; ++i)
+          for (std::int64_t j = 0; j < k; ++j)
+            for (std::int64_t oh = 0; oh < Ho; ++oh)
+              for (std::int64_t ow = 0; ow < Wo; ++ow)
+                col[((c * k + i) * k + j) * P + oh * Wo + ow] = x[((oh + i) * Wx + ow + j) * C + c];
+      int8::gemm_u8s8_cols_reference(w.data(), sums.data(), O, K, col.data(), P, zx, rq, want.data());
+      for_each_int8_isa([&](cpu::Isa) {
+        const auto rw = int8::pack_row_winograd(w.data(), O, C, k, k);
+        BOOST_REQUIRE(rw.has_value());
+        U8 got(P * O), pooled(Wo / 2 * O);  // pooled: (1, Wo / 2, O)
+        if (!rw->usable()) {                // a VNNI or generic path: refused, naming the function
+          BOOST_CHECK_THROW(int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq,
+                                                         false, got.data()),
+                            Error);
+          return;
+        }
+        int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, false, got.data());
+        int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, true,
+                                     pooled.data());
+        for (std::int64_t o = 0; o < O; ++o) {
+          for (std::int64_t p = 0; p < P; ++p)
+            BOOST_TEST(got[p * O + o] == want[o * P + p],
+                       "k " << k << " zx " << zx << " o " << o << " p " << p);
+          for (std::int64_t q = 0; q < Wo / 2; ++q) {
+            const std::uint8_t* r = want.data() + o * P + 2 * q;  // rows 0 and 1, columns 2q, 2q + 1
+            BOOST_TEST(pooled[q * O + o] == std::max({r[0], r[1], r[Wo], r[Wo + 1]}),
+                       "pooled k " << k << " zx " << zx << " o " << o << " q " << q);
+          }
+        }
+      });
     }
   }
 }

@@ -2,6 +2,7 @@
 // Internal: what a QuantizedWeightLayer builds from its buffers for the int8 kernels
 // (quantized_layers.cpp builds it, the layers' forwards read it).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "modules/quant/int8_kernels.h"
@@ -14,6 +15,7 @@ namespace qat::quant {
 struct QuantizedWeightLayer::Prepared {
   std::vector<std::uint8_t> key;  // the buffers and settings it was built from
   std::vector<int8::PackedWeights> packed;
+  std::optional<int8::RowWinogradWeights> row;  // KOrder::RowWinograd (packed empty)
   std::vector<float> scales, bias;
   int8::Requant requant{};
 };

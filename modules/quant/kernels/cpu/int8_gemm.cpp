@@ -89,6 +89,10 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
                 acc[c] += static_cast<std::int32_t>(a[st * 4 + j]) * w8[c * 4 + j];
           }
         }
+        if (g.y32) {  // raw sums (GemmArgs::y32)
+          std::copy(acc, acc + kBlock, g.y32 + m * g.ldy + b * kBlock);
+          continue;
+        }
         if (g.pool) {
           for (std::int64_t c = 0; c < kBlock; ++c)
             best[c] = m % kPoolWindow == 0 ? acc[c] : std::max(best[c], acc[c]);
@@ -124,6 +128,9 @@ HWY_INLINE Vec bcast(const std::uint8_t* p) {
 // exact: u16 (<= 255) x s16 pairs summed in int32
 HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 HWY_INLINE Vec max32(Vec a, Vec b) { return _mm256_max_epi32(a, b); }
+HWY_INLINE void store32(std::int32_t* p, Vec v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
 // narrow quads: u8 (<= 127) x s8 pairs summed in int16, exact as |a0 w0 + a1 w1| <= 32512, then
 // the two pairs of each quad summed in int32 (vpmaddwd by ones)
 constexpr std::int64_t kMR7 = 4;  // 8 accumulators + 2 weights + a, ones, the int16 products
@@ -185,6 +192,7 @@ HWY_INLINE Vec dot(Vec acc, Vec a, Vec b) { return _mm512_add_epi32(acc, _mm512_
 #endif
 constexpr std::int64_t kMR7 = kMR;  // (unused on AVX3_DL, whose quads are native)
 HWY_INLINE Vec max32(Vec a, Vec b) { return _mm512_max_epi32(a, b); }
+HWY_INLINE void store32(std::int32_t* p, Vec v) { _mm512_storeu_si512(p, v); }
 HWY_INLINE Vec ones16() { return _mm512_set1_epi16(1); }
 HWY_INLINE Vec dot7(Vec acc, Vec a, Vec b, Vec ones) {  // as on AVX2
   return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));

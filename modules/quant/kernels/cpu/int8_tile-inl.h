@@ -2,13 +2,24 @@
 // section once per Highway target, and on AVX2 once more inside `avx_vnni` (AVX-VNNI). No include
 // guard: each inclusion defines them in the namespace it is included in, from the names the
 // includer declares there or around it: Vec, VecF, kVecs, kLanes, kMR, kMR7, kNB, kNative, load,
-// bcast, dot, dot7, dot7x2, ones16, max32, set32, setf, requant, store_bytes.
+// bcast, dot, dot7, dot7x2, ones16, max32, set32, setf, requant, store_bytes, store32.
 
 // The output stage of a tile: its accumulators (MR rows x NB blocks from b) requantized into y
 // from GEMM row `row`, rows [0, rows_valid) (kPool: each kPoolWindow rows one output row).
 template <int NB, std::int64_t MR, bool kPool>
 HWY_INLINE void store_tile(const GemmArgs& g, const Vec (&acc)[MR][NB * kVecs], std::int64_t b,
                            std::int64_t row, std::int64_t rows_valid) {
+  if constexpr (!kPool) {
+    if (g.y32) {  // raw sums (GemmArgs::y32)
+#pragma GCC unroll 8
+      for (std::int64_t i = 0; i < MR; ++i) {
+        if (i >= rows_valid) break;
+        for (int v = 0; v < NB * kVecs; ++v)
+          store32(g.y32 + (row + i) * g.ldy + b * kBlock + v * kLanes, acc[i][v]);
+      }
+      return;
+    }
+  }
   for (int j = 0; j < NB; ++j) {
     const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
     const VecF inv = setf(g.inv_scale), lo = setf(g.lo), hi = setf(g.hi);

@@ -1,0 +1,198 @@
+// The int8 row Winograd (int8_kernels.h, kernels/cpu/int8_winograd.h): weights transformed and
+// packed once, then per image the input transform, one int16-pairs GEMM per point (the implicit
+// GEMM of int8_gemm.h with raw int32 sums) and the output transform with the output stage.
+#include "modules/quant/kernels/cpu/int8_winograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "framework/tensor/cpu.h"
+#include "framework/tensor/error.h"
+#include "framework/tensor/parallel.h"
+#include "modules/quant/int8_kernels.h"
+#include "modules/quant/kernels/cpu/int8_gemm.h"
+
+namespace qat::quant::int8 {
+
+namespace {
+// QAT_INT8_WINOGRAD at first use: "0" turns it off, "1" (or unset) leaves it on; anything else is
+// reported and ignored, as QAT_CPU's
+std::atomic<bool>& row_mode() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("QAT_INT8_WINOGRAD");
+    if (env == nullptr || *env == '\0' || std::string(env) == "1") return true;
+    if (std::string(env) == "0") return false;
+    std::cerr << "qat: ignoring QAT_INT8_WINOGRAD=" << env << " (expected 0 or 1)\n";
+    return true;
+  }()};
+  return on;
+}
+
+bool pairs_path() { return kernels::pack_format(false) == kernels::PackFormat::Pairs; }
+}  // namespace
+
+void set_row_winograd(bool on) { row_mode() = on; }
+bool row_winograd_enabled() { return row_mode(); }
+
+bool RowWinogradWeights::usable() const {
+  return pairs_path() && !points.empty() &&
+         std::all_of(points.begin(), points.end(), [](const PackedWeights& p) {
+           return p.format == static_cast<int>(kernels::PackFormat::Pairs) && !p.narrow;
+         });
+}
+
+bool row_winograd_pays(std::int64_t kw, std::int64_t Wo) {
+  const kernels::RowTransform* tr =
+      kw == 3 || kw == 5 ? kernels::row_transform(static_cast<int>(kw)) : nullptr;
+  if (tr == nullptr || Wo <= 0 || !row_winograd_enabled() || !pairs_path()) return false;
+  const std::int64_t tiles = (Wo + kernels::kRowOut - 1) / kernels::kRowOut;
+  return 10 * tr->n * tiles <= 7 * kw * Wo;  // multiplies per row: n per tile against kw per output
+}
+
+std::optional<RowWinogradWeights> pack_row_winograd(const std::int8_t* w, std::int64_t O, std::int64_t C,
+                                                    std::int64_t kh, std::int64_t kw) {
+  QAT_REQUIRE(O > 0 && C > 0 && kh > 0 && kw > 0, "int8::pack_row_winograd",
+              "needs a weight (O, C, kh, kw) with every size > 0, got (", O, ", ", C, ", ", kh, ", ", kw,
+              ")");
+  const kernels::RowTransform* tr =
+      kw == 3 || kw == 5 ? kernels::row_transform(static_cast<int>(kw)) : nullptr;
+  if (tr == nullptr) return std::nullopt;
+  const std::int64_t K = C * kh * kw;
+  RowWinogradWeights rw;
+  rw.O = O;
+  rw.C = C;
+  rw.kh = kh;
+  rw.kw = kw;
+  rw.sums.assign(O, 0);
+  for (std::int64_t o = 0; o < O; ++o) {
+    std::int64_t bound = 0;  // sum |w|: |y| <= 255 bound must stay below 2^(31 - e)
+    for (std::int64_t k = 0; k < K; ++k) {
+      rw.sums[o] += w[o * K + k];
+      bound += std::abs(static_cast<std::int64_t>(w[o * K + k]));
+    }
+    if (255 * bound >= (std::int64_t{1} << (31 - tr->shift))) return std::nullopt;
+  }
+  using kernels::kBlock;
+  using kernels::kStepBytes;
+  const std::int64_t Cp = (C + 1) / 2 * 2, blocks = (O + kBlock - 1) / kBlock;
+  for (int xi = 0; xi < tr->n; ++xi) {
+    PackedWeights p;
+    p.O = O;
+    p.K = kh * Cp;
+    p.format = static_cast<int>(kernels::PackFormat::Pairs);
+    p.pieces = kh;
+    p.piece_steps = Cp / 2;
+    p.steps = kh * p.piece_steps;
+    p.data.assign(blocks * p.steps * kStepBytes, 0);
+    p.sums = rw.sums;
+    // pairs layout (int8_pack.cpp): k = r Cp + c at step k / 2, half k % 2 of channel o % 16
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t r = 0; r < kh; ++r)
+        for (std::int64_t c = 0; c < C; ++c) {
+          int u = 0;  // U_xi = sum_s G[xi][s] w(o, c, r, s), |U| <= 31 * 128
+          for (std::int64_t s = 0; s < kw; ++s) u += tr->G[xi][s] * w[((o * C + c) * kh + r) * kw + s];
+          const std::int64_t k = r * Cp + c;
+          const auto u16 = static_cast<std::uint16_t>(static_cast<std::int16_t>(u));
+          std::memcpy(p.data.data() + ((o / kBlock) * p.steps + k / 2) * kStepBytes + (o % kBlock) * 4 +
+                          (k % 2) * 2,
+                      &u16, 2);
+        }
+    rw.points.push_back(std::move(p));
+  }
+  return rw;
+}
+
+void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t Hp, std::int64_t Wx,
+                            std::int64_t Ho, std::int64_t Wo, std::int64_t sh, std::int64_t dh,
+                            std::int32_t zx, const RowWinogradWeights& w, const Requant& rq, bool pool,
+                            std::uint8_t* y) {
+  using namespace kernels;
+  const char* fn = "int8::conv_u8s8_row_winograd";
+  QAT_REQUIRE(w.usable(), fn, "the weights were packed for another CPU path (",
+              cpu::isa_name(cpu::isa()), " now): pack them again");
+  const RowTransform* tr = row_transform(static_cast<int>(w.kw));
+  const std::int64_t C = w.C, kh = w.kh, O = w.O, tiles = (Wo + kRowOut - 1) / kRowOut;
+  QAT_REQUIRE(tr != nullptr && Ho > 0 && Wo > 0 && sh > 0 && dh > 0, fn,
+              "needs Ho, Wo, sh, dh > 0, got ", Ho, ", ", Wo, ", ", sh, ", ", dh);
+  QAT_REQUIRE(Wx >= kRowOut * tiles + w.kw - 1, fn, "rows of ", Wx, " columns are too short for ", tiles,
+              " tiles of ", kRowOut, " outputs (", kRowOut * tiles + w.kw - 1, " needed)");
+  QAT_REQUIRE(Hp >= (Ho - 1) * sh + (kh - 1) * dh + 1, fn, Ho, " output rows need ",
+              (Ho - 1) * sh + (kh - 1) * dh + 1, " input rows, got ", Hp);
+  if (pool)
+    QAT_REQUIRE(rq.inv_scale > 0 && std::all_of(rq.scale, rq.scale + O, [](float s) { return s >= 0; }),
+                fn, "a pooled output stage needs scales >= 0");
+  if (n <= 0 || (pool && (Ho < 2 || Wo < 2))) return;
+  const std::int64_t Cp = (C + 1) / 2 * 2, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
+  const std::int64_t vplane = Hp * tiles * Cp, rows = Ho * tiles, mplane = rows * Op;
+  const std::int64_t P = pool ? (Ho / 2) * (Wo / 2) : Ho * Wo;
+  std::vector<std::int32_t> acc0(Op, 0), zeros(Op, 0);
+  std::vector<float> scale(O), bias(O);
+  for (std::int64_t o = 0; o < O; ++o) {
+    acc0[o] = static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(zx) *
+                                                 static_cast<std::uint32_t>(w.sums[o]));
+    scale[o] = rq.scale[o];
+    bias[o] = rq.bias ? rq.bias[o] : 0.0f;
+  }
+  // GEMM row m = (oh, t) reads V rows oh sh + r dh at tile t: kh runs of Cp int16
+  std::vector<std::int64_t> row_off(rows), piece_off(kh);
+  for (std::int64_t oh = 0; oh < Ho; ++oh)
+    for (std::int64_t t = 0; t < tiles; ++t) row_off[oh * tiles + t] = (oh * sh * tiles + t) * Cp * 2;
+  for (std::int64_t r = 0; r < kh; ++r) piece_off[r] = r * dh * tiles * Cp * 2;
+  GemmArgs a{};
+  a.M = rows;
+  a.K = kh * Cp;
+  a.steps = w.points[0].steps;
+  a.O = O;
+  a.acc0 = zeros.data();
+  a.row_off = row_off.data();
+  a.piece_off = piece_off.data();
+  a.pieces = kh;
+  a.piece_steps = Cp / 2;
+  a.format = PackFormat::Pairs;
+  a.ldy = Op;
+  RowOutput out{nullptr,
+                mplane,
+                Op,
+                Ho,
+                Wo,
+                tiles,
+                O,
+                acc0.data(),
+                scale.data(),
+                bias.data(),
+                rq.inv_scale,
+                static_cast<float>(rq.lo - rq.zero_point),
+                static_cast<float>(rq.hi - rq.zero_point),
+                rq.zero_point,
+                pool,
+                nullptr};
+  parallel_for(n, 1, [&](std::int64_t i0, std::int64_t i1) {
+    thread_local std::vector<std::int16_t> v;
+    thread_local std::vector<std::int32_t> m;
+    thread_local std::vector<std::uint8_t> scratch;
+    v.resize(tr->n * vplane + 64);  // (+ 64: reads past a run stay inside)
+    m.resize(tr->n * mplane);
+    scratch.resize(scratch_bytes(a.steps));
+    GemmArgs g = a;
+    RowOutput go = out;
+    go.m = m.data();
+    for (std::int64_t i = i0; i < i1; ++i) {
+      row_input(*tr, x + i * Hp * Wx * C, Hp, Wx * C, C, tiles, v.data(), vplane);
+      for (int xi = 0; xi < tr->n; ++xi) {
+        g.x = reinterpret_cast<const std::uint8_t*>(v.data() + xi * vplane);
+        g.w = w.points[xi].data.data();
+        g.y32 = m.data() + xi * mplane;
+        gemm_range(g, 0, rows, 0, blocks, scratch.data());
+      }
+      go.out = y + i * P * O;
+      row_output(*tr, go);
+    }
+  });
+}
+
+}  // namespace qat::quant::int8
