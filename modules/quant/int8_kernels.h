@@ -165,7 +165,7 @@ void gemm_u8s8_implicit(const std::uint8_t* x, std::int64_t M, const std::int64_
 /// Weights: per point xi, U_xi (O, kh Cp) = G w (int16, |U| <= 3968) in the pairs layout, kh
 /// pieces of Cp = C rounded up to even; rowsum(w) for the zero point.
 struct RowWinogradWeights {
-  std::int64_t O = 0, C = 0, kh = 0, kw = 0;
+  std::int64_t O = 0, C = 0, kh = 0, kw = 0, m = 0;  ///< m: outputs per tile (F(m, kw))
   std::vector<PackedWeights> points;
   std::vector<std::int32_t> sums;
   /// Whether the current CPU path reads this packing.
@@ -175,17 +175,18 @@ struct RowWinogradWeights {
 /// off at first use; on by default). Either way the same bytes: for measurements and tests.
 void set_row_winograd(bool on);
 bool row_winograd_enabled();
-/// Whether the current path takes the row Winograd for kw taps along rows of Wo outputs (stride
-/// and dilation 1 along them): enabled, a path with int16 pairs, kw in {3, 5}, and at most 0.7x
-/// the direct kernel's multiplies (Wo >= 3).
-bool row_winograd_pays(std::int64_t kw, std::int64_t Wo);
-/// w (O, C, kh, kw) int8 transformed and packed for the current path; nullopt where kw has no
-/// transform or a channel's bound 255 sum |w| reaches 2^28, past which the int32 sums no
-/// longer determine the result (int8_winograd.h).
+/// The tile (m outputs, F(m, kw)) the current path takes for kw taps along rows of Wo outputs
+/// (stride and dilation 1 along them), or 0 for none: enabled, a path with int16 pairs, kw in
+/// {3, 5}; the tile with the fewest multiplies (n ceil(Wo / m)), if at most 0.7x the direct
+/// kernel's (kw Wo).
+std::int64_t row_winograd_tile(std::int64_t kw, std::int64_t Wo);
+/// w (O, C, kh, kw) int8 transformed for tiles of m outputs and packed for the current path;
+/// nullopt where F(m, kw) has no table or a channel's bound 128 sum |w| reaches 2^28, past which
+/// the int32 sums no longer determine the result (int8_winograd.h).
 std::optional<RowWinogradWeights> pack_row_winograd(const std::int8_t* w, std::int64_t O, std::int64_t C,
-                                                    std::int64_t kh, std::int64_t kw);
+                                                    std::int64_t kh, std::int64_t kw, std::int64_t m);
 /// The convolution of n images x (n, Hp, Wx, C) uint8, channels-last, padded already (borders of
-/// zx; Wx >= 4 ceil(Wo / 4) + kw - 1 columns, the ones past the image any byte): output row oh
+/// zx; Wx >= m ceil(Wo / m) + kw - 1 columns, the ones past the image any byte): output row oh
 /// reads input rows oh sh + r dh, r < kh, columns ow .. ow + kw - 1.
 ///   y (n, Ho, Wo, O) = requant(sum (x - zx) w), exactly as gemm_u8s8_implicit;
 /// with `pool` a 2 x 2 max pool in the output stage instead, y (n, Ho / 2, Wo / 2, O) (needs every

@@ -122,9 +122,8 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   // weights' bound allows: the same bytes, fewer multiplies
   // weights' bound allows: the same bytes, fewer multiplies (from 8 channels: below, the
   // transforms cost more than they save, conv1 of the demo CNN (1 channel) 2.1x slower)
-  const Prepared* wst = G == 1 && sw == 1 && dw == 1 && C >= 8 && int8::row_winograd_pays(kw, Wo)
-                            ? &prepared(1, KOrder::RowWinograd, 1, false)
-                            : nullptr;
+  const std::int64_t wm = G == 1 && sw == 1 && dw == 1 && C >= 8 ? int8::row_winograd_tile(kw, Wo) : 0;
+  const Prepared* wst = wm > 0 ? &prepared(1, KOrder::RowWinograd, wm, false) : nullptr;
   const bool wino = wst != nullptr && wst->row.has_value();
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   // an input (and border, the input zero point) in [0, 127] but for a few: int8 quads through
@@ -151,9 +150,9 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Hq, Wq, O} : Shape{N, O, Hq, Wq}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
   const std::int64_t eb = wino ? 1 : int8::activation_bytes(narrow);
-  // (the row Winograd's tiles of 4 outputs read up to 4 ceil(Wo / 4) + kw - 1 columns)
+  // (the row Winograd's tiles of wm outputs read up to wm ceil(Wo / wm) + kw - 1 columns)
   const std::int64_t Hp = H + 2 * ph,
-                     Wp = wino ? std::max(W + 2 * pw, (Wo + 3) / 4 * 4 + kw - 1) : W + 2 * pw,
+                     Wp = wino ? std::max(W + 2 * pw, (Wo + wm - 1) / wm * wm + kw - 1) : W + 2 * pw,
                      img = Hp * Wp * C;
   // what the GEMM reads per image: the padded image, or its tall windows (+ 8: the last run's
   // 8-byte copies spill into it)

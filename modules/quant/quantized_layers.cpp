@@ -245,8 +245,8 @@ const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_
   // a conv's rows (Cg, kh, kw) -> (kh, kw, Cg), the order of the channels-last im2col, or
   // (kw, kh, Cg), the tall windows'
   const std::int8_t* w = weight_.data<std::int8_t>();
-  if (order == KOrder::RowWinograd) {  // (O, C, kh, kw) as stored
-    st->row = int8::pack_row_winograd(w, O, weight_.size(1), weight_.size(2), weight_.size(3));
+  if (order == KOrder::RowWinograd) {  // (O, C, kh, kw) as stored; `pieces` is the tile's m
+    st->row = int8::pack_row_winograd(w, O, weight_.size(1), weight_.size(2), weight_.size(3), pieces);
     cached = std::move(st);
     return *cached;
   }

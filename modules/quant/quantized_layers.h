@@ -71,7 +71,8 @@ class QuantizedWeightLayer : public nn::Module {
   /// The order of a conv weight's K when packed: as stored (C/groups, kh, kw), channels-last
   /// (kh, kw, C/groups), or tall windows (kw, kh, C), QuantizedConv2d::forward's one-run layout.
   /// RowWinograd: not a GEMM's order but the row Winograd's transformed weights
-  /// (int8::pack_row_winograd, Prepared::row; none where its bound fails).
+  /// (int8::pack_row_winograd for tiles of `pieces` outputs, Prepared::row; none where its
+  /// bound fails).
   enum class KOrder : std::int32_t { Stored, KhKwC, KwKhC, RowWinograd };
 
   /// The weights packed for the GEMM micro-kernel (one per group; a conv's K in `order`, in

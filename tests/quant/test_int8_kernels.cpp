@@ -864,65 +864,72 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
 }
 
 // The row Winograd (int8::conv_u8s8_row_winograd) at the bound of its int32 sums: the largest
-// convolution pack_row_winograd accepts with every weight -128 (or +-127 / -128 at random) and
-// every input 255, against the reference, plain and pooled, the columns past the image filled
-// with bytes that must not matter; one term more and the packing is refused.
+// convolution pack_row_winograd accepts (128 * 128 * C kh kw < 2^28 with every weight -128, or
+// +-127 / -128 at random), inputs all 0 (the centred sums' extreme), all 255, or either at random,
+// against the reference, plain and pooled, for each table; the columns past the image hold bytes
+// that must not matter; one channel more and the packing is refused.
 BOOST_AUTO_TEST_CASE(row_winograd_exact_at_its_bound) {
   std::mt19937 gen(5);
-  for (const std::int64_t k : {3, 5}) {
-    // 255 * 128 * C k k < 2^28: C = 913 (3 x 3), 328 (5 x 5)
-    const std::int64_t C = k == 3 ? 913 : 328, O = 3, Ho = 2, Wo = 5, K = C * k * k;
-    const std::int64_t Hp = Ho + k - 1, W = Wo + k - 1, Wx = 8 + k - 1, P = Ho * Wo;
+  for (const auto& [m, k] : {std::pair<std::int64_t, std::int64_t>{4, 3}, {4, 5}, {5, 5}}) {
+    const std::int64_t C = k == 3 ? 1820 : 655, O = 3, Ho = 2, Wo = m + 1, K = C * k * k;
+    const std::int64_t Hp = Ho + k - 1, W = Wo + k - 1, Wx = 2 * m + k - 1, P = Ho * Wo;
     std::vector<std::int8_t> w(O * K);
     for (std::int64_t i = 0; i < O * K; ++i)
-      w[i] = static_cast<std::int8_t>(i < K                                           ? -128
-                                      : std::uniform_int_distribution<int>(0, 1)(gen) ? 127
-                                                                                      : -128);
+      w[i] =
+          static_cast<std::int8_t>(i < K || std::uniform_int_distribution<int>(0, 1)(gen) ? -128 : 127);
     std::vector<std::int8_t> more(O * (C + 1) * k * k, -128);
-    BOOST_TEST(!int8::pack_row_winograd(more.data(), O, C + 1, k, k).has_value());
-    U8 x(Hp * Wx * C);  // (Hp, Wx, C): 255 in the image, anything past its W columns
-    for (std::int64_t h = 0; h < Hp; ++h)
-      for (std::int64_t c = 0; c < Wx * C; ++c)
-        x[h * Wx * C + c] = c < W * C ? 255 : static_cast<std::uint8_t>(gen());
+    BOOST_TEST(!int8::pack_row_winograd(more.data(), O, C + 1, k, k, m).has_value());
     std::vector<std::int32_t> sums(O, 0);
     for (std::int64_t o = 0; o < O; ++o)
       for (std::int64_t i = 0; i < K; ++i) sums[o] += w[o * K + i];
-    // |acc| up to 255 * 128 * K ~ 2^28: scale 2^-22 keeps a wrong multiple of 2^29 in sight
-    const std::vector<float> scale(O, std::ldexp(1.0f, -22)), bias(O, 128.0f);
-    for (const std::int32_t zx : {0, 3}) {
-      const int8::Requant rq{scale.data(), bias.data(), 1.0f, 0, 0, 255};
-      U8 col(K * P), want(O * P);
-      for (std::int64_t c = 0; c < C; ++c)
-        for (std::int64_t i = 0; i < k; ++i)
-          for (std::int64_t j = 0; j < k; ++j)
-            for (std::int64_t oh = 0; oh < Ho; ++oh)
-              for (std::int64_t ow = 0; ow < Wo; ++ow)
-                col[((c * k + i) * k + j) * P + oh * Wo + ow] = x[((oh + i) * Wx + ow + j) * C + c];
-      int8::gemm_u8s8_cols_reference(w.data(), sums.data(), O, K, col.data(), P, zx, rq, want.data());
-      for_each_int8_isa([&](cpu::Isa) {
-        const auto rw = int8::pack_row_winograd(w.data(), O, C, k, k);
-        BOOST_REQUIRE(rw.has_value());
-        U8 got(P * O), pooled(Wo / 2 * O);  // pooled: (1, Wo / 2, O)
-        if (!rw->usable()) {                // a VNNI or generic path: refused, naming the function
-          BOOST_CHECK_THROW(int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq,
-                                                         false, got.data()),
-                            Error);
-          return;
-        }
-        int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, false, got.data());
-        int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, true,
-                                     pooled.data());
-        for (std::int64_t o = 0; o < O; ++o) {
-          for (std::int64_t p = 0; p < P; ++p)
-            BOOST_TEST(got[p * O + o] == want[o * P + p],
-                       "k " << k << " zx " << zx << " o " << o << " p " << p);
-          for (std::int64_t q = 0; q < Wo / 2; ++q) {
-            const std::uint8_t* r = want.data() + o * P + 2 * q;  // rows 0 and 1, columns 2q, 2q + 1
-            BOOST_TEST(pooled[q * O + o] == std::max({r[0], r[1], r[Wo], r[Wo + 1]}),
-                       "pooled k " << k << " zx " << zx << " o " << o << " q " << q);
+    // |acc| up to 255 * 128 * K ~ 2^29: scale 2^-23 keeps a wrong multiple of 2^29 in sight
+    const std::vector<float> scale(O, std::ldexp(1.0f, -23)), bias(O, 128.0f);
+    const int8::Requant rq{scale.data(), bias.data(), 1.0f, 0, 0, 255};
+    for (const int fill : {0, 255, -1}) {
+      U8 x(Hp * Wx * C);  // (Hp, Wx, C): the image, then anything past its W columns
+      for (std::int64_t h = 0; h < Hp; ++h)
+        for (std::int64_t c = 0; c < Wx * C; ++c)
+          x[h * Wx * C + c] = static_cast<std::uint8_t>(
+              c >= W * C  ? gen()
+              : fill >= 0 ? fill
+                          : std::uniform_int_distribution<int>(0, 1)(gen) * 255);
+      for (const std::int32_t zx : {0, 3}) {
+        U8 col(K * P), want(O * P);
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t i = 0; i < k; ++i)
+            for (std::int64_t j = 0; j < k; ++j)
+              for (std::int64_t oh = 0; oh < Ho; ++oh)
+                for (std::int64_t ow = 0; ow < Wo; ++ow)
+                  col[((c * k + i) * k + j) * P + oh * Wo + ow] = x[((oh + i) * Wx + ow + j) * C + c];
+        int8::gemm_u8s8_cols_reference(w.data(), sums.data(), O, K, col.data(), P, zx, rq, want.data());
+        for_each_int8_isa([&](cpu::Isa) {
+          const auto rw = int8::pack_row_winograd(w.data(), O, C, k, k, m);
+          BOOST_REQUIRE(rw.has_value());
+          U8 got(P * O), pooled(Wo / 2 * O);  // pooled: (1, Wo / 2, O)
+          if (!rw->usable()) {                // a VNNI or generic path: refused, naming the function
+            BOOST_CHECK_THROW(int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw,
+                                                           rq, false, got.data()),
+                              Error);
+            return;
           }
-        }
-      });
+          int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, false,
+                                       got.data());
+          int8::conv_u8s8_row_winograd(x.data(), 1, Hp, Wx, Ho, Wo, 1, 1, zx, *rw, rq, true,
+                                       pooled.data());
+          for (std::int64_t o = 0; o < O; ++o) {
+            for (std::int64_t p = 0; p < P; ++p)
+              BOOST_TEST(got[p * O + o] == want[o * P + p], "F(" << m << ", " << k << ") fill " << fill
+                                                                 << " zx " << zx << " o " << o << " p "
+                                                                 << p);
+            for (std::int64_t q = 0; q < Wo / 2; ++q) {
+              const std::uint8_t* r = want.data() + o * P + 2 * q;  // rows 0 and 1, columns 2q, 2q + 1
+              BOOST_TEST(
+                  pooled[q * O + o] == std::max({r[0], r[1], r[Wo], r[Wo + 1]}),
+                  "pooled F(" << m << ", " << k << ") fill " << fill << " zx " << zx << " o " << o);
+            }
+          }
+        });
+      }
     }
   }
 }
