@@ -30,7 +30,8 @@
 //     ROW int8_linear_batch1 <X>x_faster (...)  nn::Linear's forward / QuantizedLinear's, one
 //         sample 784 -> 256 (whole layers: the int8 one's dot products of rows, the float one's)
 //     ROW int8_cnn_vs_fp32 <X>x_faster (...)  our fp32 CNN / our int8 CNN, batch 64 (and the same
-//         with the fp32 convolutions as GEMMs: cpu::WinogradMode::Off)
+//         with the fp32 convolutions as GEMMs: cpu::WinogradMode::Off; and on the paths with the
+//         int8 row Winograd, the int8 model without it: int8::set_row_winograd(false))
 //     ROW int8_cnn_vs_torch <X>x_faster (...) PyTorch int8 (best engine) / ours, or "skipped (why)"
 //     ROW int8_linear_7bit, int8_cnn_7bit_vs_fp32, int8_cnn_7bit_vs_torch: the same with inputs /
 //         activations in [0, 127] (int8_fbgemm, PyTorch fbgemm's reduce_range))
@@ -358,10 +359,19 @@ int print_rows(bool torch) {
     cpu::set_winograd_mode(cpu::WinogradMode::Off);
     const auto [g32, g8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
     cpu::set_winograd_mode(saved_mode);
+    // the int8 model without its row Winograd (the direct kernel), on the paths that have it
+    char direct[96] = "";
+    if (int8::row_winograd_tile(5, 14) > 0) {
+      int8::set_row_winograd(false);
+      const auto [d32, d8] = seconds_per_call_pair([&] { f->forward(x); }, [&] { q->forward(x); });
+      int8::set_row_winograd(true);
+      std::snprintf(direct, sizeof direct, "; int8 without its row Winograd %.2fms: %.2fx", d8 * 1e3,
+                    d32 / d8);
+    }
     std::printf(
         "ROW %s_vs_fp32 %.2fx_faster (%s batch 64: int8 %.2fms vs fp32 %.2fms; vs fp32 without Winograd "
-        "%.2fms: %.2fx)\n",
-        tag, t32 / t8, cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3, g32 * 1e3, g32 / g8);
+        "%.2fms: %.2fx%s)\n",
+        tag, t32 / t8, cpu::isa_name(cpu::isa()), t8 * 1e3, t32 * 1e3, g32 * 1e3, g32 / g8, direct);
     const auto it = rows.find({"cnn", 64});
     if (it != rows.end())
       std::printf("ROW %s_vs_torch %.2fx_faster (batch 64: ours %.2fms vs torch 1.13 %s %s %.2fms)\n",

@@ -308,7 +308,7 @@ HWY_NOINLINE void winograd_tile(const GemmArgs& g, const std::uint8_t* const* ap
     for (int i = 0; i < 2; ++i) acc[i][v] = _mm256_sub_epi32(init, set32(rho[i]));
   }
   winograd_2x16(acc, ap[0], ap[1], g.w + b * g.steps * kStepBytes, g.steps / 2);
-  store_tile<1, 2, false>(g, acc, b, row, valid);
+  store_tile<1, 2, kOutBytes>(g, acc, b, row, valid);
 }
 #undef QAT_WG_LOAD
 #undef QAT_WG_ROW
@@ -376,12 +376,15 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
 #if HWY_TARGET == HWY_AVX2
   if (g.format == PackFormat::Winograd) return winograd_rows(g, r0, r1, b0, b1, scratch);
   if (cpu::int8_avx_vnni()) {  // quads only (PackFormatImpl; gemm_u8s8_packed checks the packing)
-    if (g.pool) return avx_vnni::gemm_rows_of_format<true>(g, r0, r1, b0, b1, scratch);
-    return avx_vnni::gemm_rows_of_format<false>(g, r0, r1, b0, b1, scratch);
+    if (g.pool) return avx_vnni::gemm_rows_of_format<avx_vnni::kOutPool>(g, r0, r1, b0, b1, scratch);
+    return avx_vnni::gemm_rows_of_format<avx_vnni::kOutBytes>(g, r0, r1, b0, b1, scratch);
   }
 #endif
-  if (g.pool) return gemm_rows_of_format<true>(g, r0, r1, b0, b1, scratch);
-  gemm_rows_of_format<false>(g, r0, r1, b0, b1, scratch);
+  // raw sums: the row Winograd's GEMMs, on the int16-pairs paths only (RowWinogradWeights::usable)
+  if constexpr (kNative == PackFormat::Pairs)
+    if (g.y32) return gemm_rows_of_format<kOutRaw>(g, r0, r1, b0, b1, scratch);
+  if (g.pool) return gemm_rows_of_format<kOutPool>(g, r0, r1, b0, b1, scratch);
+  gemm_rows_of_format<kOutBytes>(g, r0, r1, b0, b1, scratch);
 }
 #endif
 

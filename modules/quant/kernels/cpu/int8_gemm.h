@@ -89,9 +89,9 @@ struct GemmArgs {
   /// the tile takes the max of their int32 sums and requantizes it once into y row m / 4
   /// (exact where every scale is >= 0: the output stage is then monotone in the sum).
   bool pool = false;
-  /// Raw sums instead of the output stage (the GEMMs of the int8 row Winograd, int8_winograd.h):
-  /// the int32 accumulators (from acc0) of row m at y32 + m ldy, all 16 lanes of each block
-  /// (ldy >= blocks * 16); scale, bias and y unused, no pool.
+  /// Raw sums instead of the output stage (the GEMMs of the int8 row Winograd, int8_winograd.h;
+  /// int16-pairs paths only): the int32 accumulators (from acc0) of row m at y32 + m ldy, all 16
+  /// lanes of each block (ldy >= blocks * 16); scale, bias and y unused, no pool.
   std::int32_t* y32 = nullptr;
 };
 

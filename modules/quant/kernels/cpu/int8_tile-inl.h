@@ -4,21 +4,27 @@
 // includer declares there or around it: Vec, VecF, kVecs, kLanes, kMR, kMR7, kNB, kNative, load,
 // bcast, dot, dot7, dot7x2, ones16, max32, set32, setf, requant, store_bytes, store32.
 
+// What a tile's output stage writes (template argument kOut): requantized bytes, the same with
+// the 2 x 2 max pool (GemmArgs::pool), or the raw int32 sums (GemmArgs::y32; instantiated on the
+// int16-pairs paths only, for the row Winograd: a branch for it in the VNNI tiles cost their
+// register allocation, measured 33% on AVX512_VNNI's int8 CNN).
+constexpr int kOutBytes = 0, kOutPool = 1, kOutRaw = 2;
+
 // The output stage of a tile: its accumulators (MR rows x NB blocks from b) requantized into y
-// from GEMM row `row`, rows [0, rows_valid) (kPool: each kPoolWindow rows one output row).
-template <int NB, std::int64_t MR, bool kPool>
+// from GEMM row `row`, rows [0, rows_valid) (kPool: each kPoolWindow rows one output row; raw:
+// the sums into y32).
+template <int NB, std::int64_t MR, int kOut>
 HWY_INLINE void store_tile(const GemmArgs& g, const Vec (&acc)[MR][NB * kVecs], std::int64_t b,
                            std::int64_t row, std::int64_t rows_valid) {
-  if constexpr (!kPool) {
-    if (g.y32) {  // raw sums (GemmArgs::y32)
+  constexpr bool kPool = kOut == kOutPool;
+  if constexpr (kOut == kOutRaw) {
 #pragma GCC unroll 8
-      for (std::int64_t i = 0; i < MR; ++i) {
-        if (i >= rows_valid) break;
-        for (int v = 0; v < NB * kVecs; ++v)
-          store32(g.y32 + (row + i) * g.ldy + b * kBlock + v * kLanes, acc[i][v]);
-      }
-      return;
+    for (std::int64_t i = 0; i < MR; ++i) {
+      if (i >= rows_valid) break;
+      for (int v = 0; v < NB * kVecs; ++v)
+        store32(g.y32 + (row + i) * g.ldy + b * kBlock + v * kLanes, acc[i][v]);
     }
+    return;
   }
   for (int j = 0; j < NB; ++j) {
     const std::int64_t c0 = (b + j) * kBlock, n = g.O - c0 < kBlock ? g.O - c0 : kBlock;
@@ -50,7 +56,7 @@ HWY_INLINE void store_tile(const GemmArgs& g, const Vec (&acc)[MR][NB * kVecs], 
 // g.sched, its pairs two at a time (dot7x2), step s at aoff[s] bytes into a row; kExcess: then
 // the excess quads of row i, ex[i][0..nex[i]); kPool: each kPoolWindow rows one output
 // (GemmArgs::pool).
-template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
+template <int NB, std::int64_t MR, bool kNarrow, bool kExcess, int kOut>
 HWY_INLINE QAT_TILE_TARGET void tile(const GemmArgs& g, const std::uint8_t* const* ap,
                                      const std::int64_t* poff, std::int64_t pieces, std::int64_t psteps,
                                      const std::int32_t* aoff, std::int64_t b, std::int64_t row,
@@ -126,7 +132,7 @@ HWY_INLINE QAT_TILE_TARGET void tile(const GemmArgs& g, const std::uint8_t* cons
                 dot7(acc[i][j * kVecs + u], av, load(ws + j * wstride + u * (kStepBytes / kVecs)), ones);
       }
   }
-  store_tile<NB, MR, kPool>(g, acc, b, row, rows_valid);
+  store_tile<NB, MR, kOut>(g, acc, b, row, rows_valid);
 }
 
 // One row of tiles: their rows (ap[0..], from GEMM row `row`, `valid` of them real) times
@@ -145,22 +151,22 @@ struct TileRow {
 // A row of tiles of MR rows: kNB blocks at a time, a last one alone. Not inlined: gemm_rows
 // holding the tiles of every height allocates their registers worse (AVX3: the broadcast of a
 // row reloaded for every block, 37% slower).
-template <std::int64_t MR, bool kNarrow, bool kExcess, bool kPool>
+template <std::int64_t MR, bool kNarrow, bool kExcess, int kOut>
 HWY_NOINLINE QAT_TILE_TARGET void tile_row(const TileRow& t) {
   for (std::int64_t b = t.b0; b < t.b1; b += kNB) {
     if (b + kNB <= t.b1)
-      tile<kNB, MR, kNarrow, kExcess, kPool>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
-                                             t.valid, t.ex, t.nex);
+      tile<kNB, MR, kNarrow, kExcess, kOut>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
+                                            t.valid, t.ex, t.nex);
     else
-      tile<1, MR, kNarrow, kExcess, kPool>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
-                                           t.valid, t.ex, t.nex);
+      tile<1, MR, kNarrow, kExcess, kOut>(t.g, t.ap, t.poff, t.pieces, t.psteps, t.aoff, b, t.row,
+                                          t.valid, t.ex, t.nex);
   }
 }
 
-template <PackFormat kFormat, bool kExcess, bool kPool>
+template <PackFormat kFormat, bool kExcess, int kOut>
 void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0, std::int64_t b1,
                void* scratch) {
-  constexpr bool kNarrow = kFormat != kNative;
+  constexpr bool kNarrow = kFormat != kNative, kPool = kOut == kOutPool;
   static_assert(kNarrow || !kExcess);
   // pooled: whole windows per tile (AVX2's 6-row pairs tile becomes 4 rows)
   constexpr std::int64_t kMRFree = kNarrow ? kMR7 : kMR;
@@ -219,23 +225,23 @@ void gemm_rows(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t
       const std::int64_t valid = rows - t < h ? rows - t : h;
       const TileRow tr{g, ap + t, poff, pieces, psteps, aoff, b0, b1, r + t, valid, ex + t, nex + t};
       if (h == MR)
-        tile_row<MR, kNarrow, kExcess, kPool>(tr);
+        tile_row<MR, kNarrow, kExcess, kOut>(tr);
       else if (h == MRt)
-        tile_row<MRt, kNarrow, kExcess, kPool>(tr);
+        tile_row<MRt, kNarrow, kExcess, kOut>(tr);
       else if constexpr (!kPool)  // 1 or 2 rows
-        h == 1 ? tile_row<1, kNarrow, kExcess, kPool>(tr) : tile_row<2, kNarrow, kExcess, kPool>(tr);
+        h == 1 ? tile_row<1, kNarrow, kExcess, kOut>(tr) : tile_row<2, kNarrow, kExcess, kOut>(tr);
     }
   }
 }
 
-template <bool kPool>
+template <int kOut>
 void gemm_rows_of_format(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t b0,
                          std::int64_t b1, void* scratch) {
-  if constexpr (kNative == PackFormat::Pairs) {
+  if constexpr (kNative == PackFormat::Pairs && kOut != kOutRaw) {
     if (g.format == PackFormat::Quads) {
-      if (g.ex_row) return gemm_rows<PackFormat::Quads, true, kPool>(g, r0, r1, b0, b1, scratch);
-      return gemm_rows<PackFormat::Quads, false, kPool>(g, r0, r1, b0, b1, scratch);
+      if (g.ex_row) return gemm_rows<PackFormat::Quads, true, kOut>(g, r0, r1, b0, b1, scratch);
+      return gemm_rows<PackFormat::Quads, false, kOut>(g, r0, r1, b0, b1, scratch);
     }
   }
-  gemm_rows<kNative, false, kPool>(g, r0, r1, b0, b1, scratch);
+  gemm_rows<kNative, false, kOut>(g, r0, r1, b0, b1, scratch);
 }
