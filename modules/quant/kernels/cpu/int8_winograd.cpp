@@ -181,31 +181,31 @@ void input_rows_scalar(const std::uint8_t* __restrict x, std::int64_t rows, std:
     }
 }
 
-// acc (k, o) for the m outputs of a tile, channels [o0, O): S_k = sum_xi A[k][xi] M_xi
-// (wrapping), y = (S >> e) q^-1 sign-extended from 32 - e bits (int8_winograd.h), plus acc0.
+// 2^e y (k, o) for the m outputs of a tile, channels [o0, O): S_k = sum_xi A[k][xi] M_xi
+// (wrapping) = 2^e q y modulo 2^32, so S_k q^-1 = 2^e y modulo 2^32, which is 2^e y itself as
+// |2^e y| < 2^31 (int8_winograd.h). (A 2 x 2 max pool may take it before y = 2^e y >> e.)
 template <int ID>
-void tile_sums_scalar(const RowOutput& g, const std::int32_t* m, std::int64_t o0, std::int32_t* acc,
+void tile_sums_scalar(const RowOutput& g, const std::int32_t* m, std::int64_t o0, std::int32_t* ey,
                       std::int64_t lda) {
   constexpr const RowTransform& T = table<ID>();
-  constexpr int e = T.shift;
   for (std::int64_t o = o0; o < g.O; ++o)
     for (int k = 0; k < T.m; ++k) {
       std::uint32_t s = 0;
       for (int xi = 0; xi < T.n; ++xi)
         s += static_cast<std::uint32_t>(T.A[k][xi]) * static_cast<std::uint32_t>(m[xi * g.mplane + o]);
-      const std::uint32_t yq =
-          static_cast<std::uint32_t>(static_cast<std::int32_t>(s) >> e) * T.odd_inverse;
-      const std::int32_t y = static_cast<std::int32_t>(yq << e) >> e;
-      acc[k * lda + o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(y) +
-                                                   static_cast<std::uint32_t>(g.acc0[o]));
+      ey[k * lda + o] = static_cast<std::int32_t>(s * T.odd_inverse);
     }
 }
 
-// channels [o0, O) of acc requantized into y: int8::requantize's float32 operations
-HWY_INLINE void requant_scalar(const std::int32_t* acc, const RowOutput& g, std::int64_t o0,
+// acc = y + acc0 of channels [o0, O) from 2^e y, requantized into y: int8::requantize's float32
+// operations
+template <int ID>
+HWY_INLINE void requant_scalar(const std::int32_t* ey, const RowOutput& g, std::int64_t o0,
                                std::uint8_t* y) {
   for (std::int64_t o = o0; o < g.O; ++o) {
-    float v = (static_cast<float>(acc[o]) * g.scale[o] + g.bias[o]) * g.inv_scale;
+    const auto acc = static_cast<std::int32_t>(static_cast<std::uint32_t>(ey[o] >> table<ID>().shift) +
+                                               static_cast<std::uint32_t>(g.acc0[o]));
+    float v = (static_cast<float>(acc) * g.scale[o] + g.bias[o]) * g.inv_scale;
     v = v > g.lo ? v : g.lo;
     v = v < g.hi ? v : g.hi;
     y[o] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::nearbyint(v)) + g.zp);
@@ -326,29 +326,25 @@ HWY_INLINE V256 a_terms(const V256* mv, const V256* sum, const V256* diff, V256 
   }
 }
 
-// y and acc from S (a_rows)
+// 2^e y from S (tile_sums_scalar)
 template <int ID>
-HWY_INLINE V256 from_sum(V256 s, V256 acc0) {
-  constexpr const RowTransform& T = table<ID>();
-  constexpr int e = T.shift;
-  const V256 yq =
-      _mm256_mullo_epi32(_mm256_srai_epi32(s, e), _mm256_set1_epi32(static_cast<int>(T.odd_inverse)));
-  return _mm256_add_epi32(_mm256_srai_epi32(_mm256_slli_epi32(yq, e), e), acc0);
+HWY_INLINE V256 from_sum(V256 s) {
+  return _mm256_mullo_epi32(s, _mm256_set1_epi32(static_cast<int>(table<ID>().odd_inverse)));
 }
 
 template <int ID, int K>
-HWY_INLINE void a_rows(const V256* mv, const V256* sum, const V256* diff, V256 acc0, V256* acc) {
+HWY_INLINE void a_rows(const V256* mv, const V256* sum, const V256* diff, V256* ey) {
   constexpr const RowTransform& T = table<ID>();
   if constexpr (K < T.m) {
-    acc[K] = from_sum<ID>(a_terms<ID, K>(mv, sum, diff, _mm256_setzero_si256()), acc0);
-    a_rows<ID, K + 1>(mv, sum, diff, acc0, acc);
+    ey[K] = from_sum<ID>(a_terms<ID, K>(mv, sum, diff, _mm256_setzero_si256()));
+    a_rows<ID, K + 1>(mv, sum, diff, ey);
   }
 }
 
 // F(5, 5)'s A as Toom-Cook's evaluation, A[k][j] = c_j p_j^k: each pair +-p scaled once,
 // c+ M+ +- c- M-, then p^k by shifts (2^k, 2^(4 - k) for 1/2) and point 3's 3^(k + 1) by a
 // running product; 25 terms instead of A's 36 (checked against A by the tests' every byte).
-HWY_INLINE void a_rows_f55(const V256* mv, V256 acc0, V256* acc) {
+HWY_INLINE void a_rows_f55(const V256* mv, V256* ey) {
   static_assert(detail::kF55.A[0][0] == 1050 && detail::kF55.A[0][1] == 350 &&
                 detail::kF55.A[0][2] == 175 && detail::kF55.A[0][3] == 35 && detail::kF55.A[0][4] == 7 &&
                 detail::kF55.A[4][5] == 7 && detail::kF55.A[4][6] == 5 && detail::kF55.A[0][7] == 3 &&
@@ -361,25 +357,23 @@ HWY_INLINE void a_rows_f55(const V256* mv, V256 acc0, V256* acc) {
              q3 = sub(a3, b3);
   const V256 t1 = times32<3>(mv[7]), t2 = times32<3>(t1), t3 = times32<3>(t2), t4 = times32<3>(t3),
              t5 = times32<3>(t4);
-  acc[0] =
-      from_sum<kRowF55>(add(add(times32<1050>(mv[0]), p1), add(add(p2, times32<16>(p3)), t1)), acc0);
-  acc[1] = from_sum<kRowF55>(add(add(q1, times32<2>(q2)), add(times32<8>(q3), t2)), acc0);
-  acc[2] = from_sum<kRowF55>(add(add(p1, times32<4>(p2)), add(times32<4>(p3), t3)), acc0);
-  acc[3] = from_sum<kRowF55>(add(add(q1, times32<8>(q2)), add(times32<2>(q3), t4)), acc0);
-  acc[4] =
-      from_sum<kRowF55>(add(add(p1, times32<16>(p2)), add(add(p3, t5), times32<3150>(mv[8]))), acc0);
+  ey[0] = from_sum<kRowF55>(add(add(times32<1050>(mv[0]), p1), add(add(p2, times32<16>(p3)), t1)));
+  ey[1] = from_sum<kRowF55>(add(add(q1, times32<2>(q2)), add(times32<8>(q3), t2)));
+  ey[2] = from_sum<kRowF55>(add(add(p1, times32<4>(p2)), add(times32<4>(p3), t3)));
+  ey[3] = from_sum<kRowF55>(add(add(q1, times32<8>(q2)), add(times32<2>(q3), t4)));
+  ey[4] = from_sum<kRowF55>(add(add(p1, times32<16>(p2)), add(add(p3, t5), times32<3150>(mv[8]))));
 }
 
-// the m accumulators of a tile for the 8 channels at o (tile_sums_scalar)
+// 2^e y of a tile's m outputs for the 8 channels at o (tile_sums_scalar)
 template <int ID>
-HWY_INLINE void tile_sums8(const RowOutput& g, const std::int32_t* m, std::int64_t o, V256* acc) {
+HWY_INLINE void tile_sums8(const RowOutput& g, const std::int32_t* m, std::int64_t o, V256* ey) {
   constexpr const RowTransform& T = table<ID>();
   constexpr int N = T.n;
   V256 mv[N], sum[N / 2], diff[N / 2];
   for (int xi = 0; xi < N; ++xi)
     mv[xi] = _mm256_loadu_si256(reinterpret_cast<const V256*>(m + xi * g.mplane + o));
   if constexpr (ID == kRowF55) {
-    a_rows_f55(mv, _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o)), acc);
+    a_rows_f55(mv, ey);
     return;
   }
   if constexpr (plus_minus_pairs<ID>())
@@ -387,12 +381,14 @@ HWY_INLINE void tile_sums8(const RowOutput& g, const std::int32_t* m, std::int64
       sum[p / 2] = _mm256_add_epi32(mv[p], mv[p + 1]);
       diff[p / 2] = _mm256_sub_epi32(mv[p], mv[p + 1]);
     }
-  a_rows<ID, 0>(mv, sum, diff, _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o)), acc);
+  a_rows<ID, 0>(mv, sum, diff, ey);
 }
 
-// 8 accumulators requantized into 8 bytes (requant_scalar's operations; max first, so that a NaN
-// maps to lo as there; cvtps rounds half to even under the default MXCSR)
-HWY_INLINE void requant8(V256 a, const RowOutput& g, std::int64_t o, std::uint8_t* y) {
+// 8 accumulators y + acc0 from 2^e y requantized into 8 bytes (requant_scalar's operations; max
+// first, so that a NaN maps to lo as there; cvtps rounds half to even under the default MXCSR)
+template <int ID>
+HWY_INLINE void requant8(V256 ey, V256 acc0, const RowOutput& g, std::int64_t o, std::uint8_t* y) {
+  const V256 a = _mm256_add_epi32(_mm256_srai_epi32(ey, table<ID>().shift), acc0);
   __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_loadu_ps(g.scale + o));
   v = _mm256_mul_ps(_mm256_add_ps(v, _mm256_loadu_ps(g.bias + o)), _mm256_set1_ps(g.inv_scale));
   v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(g.lo)), _mm256_set1_ps(g.hi));
@@ -422,62 +418,67 @@ void output_rows(const RowOutput& g) {
   constexpr int Mo = T.m;
   const std::int64_t O = g.O, tiles = g.tiles, Ov = O / (kOutLanes > 0 ? kOutLanes : 1) * kOutLanes;
   const std::int64_t W = tiles * Mo;  // the tiles' columns (>= Wo)
-  // the accumulators of two output rows (pooled) or one tile: (row, column, o)
-  thread_local std::vector<std::int32_t> buf;
-  buf.resize(static_cast<std::size_t>(2 * W * O + O));
-  std::int32_t* acc = buf.data();
-  std::int32_t* best = acc + 2 * W * O;
   const auto tile = [&](std::int64_t oh, std::int64_t t) { return g.m + (oh * tiles + t) * g.ldm; };
   if (!g.pool) {
+    thread_local std::vector<std::int32_t> buf;  // a tile's 2^e y (k, o), the scalar channels
+    buf.resize(static_cast<std::size_t>(Mo * O));
     for (std::int64_t oh = 0; oh < g.Ho; ++oh)
       for (std::int64_t t = 0; t < tiles; ++t) {
         const std::int64_t outs = std::min<std::int64_t>(Mo, g.Wo - Mo * t);
         std::uint8_t* y = g.out + (oh * g.Wo + Mo * t) * O;
 #if QAT_INT8_X86
         for (std::int64_t o = 0; o < Ov; o += kOutLanes) {
-          V256 a[Mo];
-          tile_sums8<ID>(g, tile(oh, t), o, a);
-          for (std::int64_t k = 0; k < outs; ++k) requant8(a[k], g, o, y + k * O);
+          const V256 acc0 = _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o));
+          V256 ey[Mo];
+          tile_sums8<ID>(g, tile(oh, t), o, ey);
+          for (std::int64_t k = 0; k < outs; ++k) requant8<ID>(ey[k], acc0, g, o, y + k * O);
         }
 #endif
         if (Ov == O) continue;
-        tile_sums_scalar<ID>(g, tile(oh, t), Ov, acc, O);
-        for (std::int64_t k = 0; k < outs; ++k) requant_scalar(acc + k * O, g, Ov, y + k * O);
+        tile_sums_scalar<ID>(g, tile(oh, t), Ov, buf.data(), O);
+        for (std::int64_t k = 0; k < outs; ++k) requant_scalar<ID>(buf.data() + k * O, g, Ov, y + k * O);
       }
     return;
   }
-  // pooled: both rows' accumulators, then the max over each window (which may straddle tiles)
+  // pooled: the max over each 2 x 2 window of 2^e y (max commutes with 2^e > 0 and with adding
+  // acc0), then y + acc0 requantized once; windows may straddle tiles (m = 5)
   const std::int64_t Hq = g.Ho / 2, Wq = g.Wo / 2;
   for (std::int64_t qh = 0; qh < Hq; ++qh) {
     std::uint8_t* y = g.out + qh * Wq * O;
 #if QAT_INT8_X86
     for (std::int64_t o = 0; o < Ov; o += kOutLanes) {
-      V256* rows = reinterpret_cast<V256*>(acc);  // (row, column) vectors
-      for (std::int64_t r = 0; r < 2; ++r)
-        for (std::int64_t t = 0; t < tiles; ++t) {
-          V256 a[Mo];
-          tile_sums8<ID>(g, tile(2 * qh + r, t), o, a);
-          for (int k = 0; k < Mo; ++k) _mm256_storeu_si256(rows + r * W + t * Mo + k, a[k]);
+      const V256 acc0 = _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o));
+      V256 even = _mm256_setzero_si256();  // the column max of the last even column
+      for (std::int64_t t = 0; t < tiles; ++t) {
+        V256 a[Mo], b[Mo];
+        tile_sums8<ID>(g, tile(2 * qh, t), o, a);
+        tile_sums8<ID>(g, tile(2 * qh + 1, t), o, b);
+        for (int k = 0; k < Mo; ++k) {
+          const std::int64_t col = Mo * t + k;
+          const V256 v = _mm256_max_epi32(a[k], b[k]);
+          if (col % 2 == 0)
+            even = v;
+          else if (col / 2 < Wq)
+            requant8<ID>(_mm256_max_epi32(even, v), acc0, g, o, y + col / 2 * O);
         }
-      for (std::int64_t q = 0; q < Wq; ++q) {
-        const V256* a = rows + 2 * q;
-        requant8(
-            _mm256_max_epi32(_mm256_max_epi32(_mm256_loadu_si256(a), _mm256_loadu_si256(a + 1)),
-                             _mm256_max_epi32(_mm256_loadu_si256(a + W), _mm256_loadu_si256(a + W + 1))),
-            g, o, y + q * O);
       }
     }
 #endif
     if (Ov == O) continue;
+    thread_local std::vector<std::int32_t>
+        buf;  // both rows' 2^e y (row, column, o), the scalar channels
+    buf.resize(static_cast<std::size_t>(2 * W * O + O));
+    std::int32_t* ey = buf.data();
+    std::int32_t* best = ey + 2 * W * O;
     for (std::int64_t r = 0; r < 2; ++r)
       for (std::int64_t t = 0; t < tiles; ++t)
-        tile_sums_scalar<ID>(g, tile(2 * qh + r, t), Ov, acc + (r * W + t * Mo) * O, O);
+        tile_sums_scalar<ID>(g, tile(2 * qh + r, t), Ov, ey + (r * W + t * Mo) * O, O);
     for (std::int64_t q = 0; q < Wq; ++q) {
-      const std::int32_t* a = acc + 2 * q * O;
+      const std::int32_t* a = ey + 2 * q * O;
       const std::int32_t* b = a + W * O;
       for (std::int64_t o = Ov; o < O; ++o)
         best[o] = std::max(std::max(a[o], a[O + o]), std::max(b[o], b[O + o]));
-      requant_scalar(best, g, Ov, y + q * O);
+      requant_scalar<ID>(best, g, Ov, y + q * O);
     }
   }
 }

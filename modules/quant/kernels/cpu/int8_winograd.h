@@ -16,10 +16,10 @@
 //
 // Exact: |V| <= 200 * 128 = 25600 and |U| <= 121 * 128 = 15488 fit int16 (the largest row sums of
 // |B| and |G|, F(5, 5)), so every product is exact, and the GEMM's wrapping int32 sums give
-// S = L y modulo 2^32. L = 2^e q with q odd (e = 3 in all three): S / 2^e (exact, an arithmetic
-// shift) times q^-1 modulo 2^32 is y modulo 2^(32 - e), hence y itself wherever
-// |y| < 2^(31 - e) = 2^28: with centred inputs in [-128, 127], wherever 128 sum_k |w_ok| < 2^28,
-// which the packing checks per channel (any convolution of up to 16448 terms passes).
+// S = L y modulo 2^32. L = 2^e q with q odd (e = 3 in all three): S q^-1 (q^-1 modulo 2^32) is
+// 2^e y modulo 2^32, hence 2^e y itself wherever |y| < 2^(31 - e) = 2^28, and y = 2^e y >> e: with
+// centred inputs in [-128, 127], wherever 128 sum_k |w_ok| < 2^28, which the packing checks per
+// channel (any convolution of fewer than 16384 terms passes).
 #include <cstdint>
 
 namespace qat::quant::int8::kernels {
@@ -52,7 +52,7 @@ void row_input(const RowTransform& tr, const std::uint8_t* x, std::int64_t rows,
                std::int64_t C, std::int64_t tiles, std::int16_t* v, std::int64_t plane);
 
 /// The output stage of one image: from the n GEMM results M_xi (xi * mplane + (oh tiles + t) ldm
-/// int32, O channels), y = (S >> e) q^-1 sign-extended from 32 - e bits, acc = y + acc0[o], then
+/// int32, O channels), 2^e y = S q^-1, acc = (2^e y >> e) + acc0[o], then
 /// requantized (int8::requantize's float32 operations) into out (uint8, (Ho, Wo, O) rows, O apart),
 /// or with `pool` the max over each 2 x 2 window of acc requantized into (Ho / 2, Wo / 2, O).
 struct RowOutput {
