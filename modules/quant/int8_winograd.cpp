@@ -186,17 +186,21 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
                       static_cast<float>(rq.hi - rq.zero_point),
                       rq.zero_point,
                       pool,
+                      nullptr,
                       nullptr};
   const std::int64_t groups = (n + batch - 1) / batch;
   parallel_for(groups, 1, [&](std::int64_t g0, std::int64_t g1) {
     thread_local std::vector<std::int16_t> v;
     thread_local std::vector<std::int32_t> mv;
     thread_local std::vector<std::uint8_t> scratch;
+    thread_local std::vector<std::int32_t> oscratch;  // row_output's
+    oscratch.resize(row_output_scratch(tiles, m, O));
     v.resize(tr->n * vplane + 64);  // (+ 64: reads past a run stay inside)
     mv.resize(tr->n * mplane);
     scratch.resize(scratch_bytes(a.steps));
     GemmArgs g = a;
     RowOutput go = out;
+    go.scratch = oscratch.data();
     for (std::int64_t grp = g0; grp < g1; ++grp) {
       const std::int64_t i0 = grp * batch, nb = std::min(batch, n - i0);
       for (std::int64_t i = 0; i < nb; ++i)

@@ -10,9 +10,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "framework/tensor/simd.h"
 #include "modules/quant/kernels/cpu/x86-inl.h"  // QAT_INT8_X86
@@ -126,6 +124,10 @@ static_assert(consistent(kF43) && consistent(kF45) && consistent(kF55));
 
 HWY_BEFORE_NAMESPACE();
 namespace qat::quant::int8::kernels::HWY_NAMESPACE {
+
+// (no std:: templates in per-target code: an instantiation compiled with one target's flags may
+// be the one the linker keeps for every caller)
+HWY_INLINE std::int32_t imax(std::int32_t a, std::int32_t b) { return a > b ? a : b; }
 
 template <int ID>
 constexpr const RowTransform& table() {
@@ -420,11 +422,9 @@ void output_rows(const RowOutput& g) {
   const std::int64_t W = tiles * Mo;  // the tiles' columns (>= Wo)
   const auto tile = [&](std::int64_t oh, std::int64_t t) { return g.m + (oh * tiles + t) * g.ldm; };
   if (!g.pool) {
-    thread_local std::vector<std::int32_t> buf;  // a tile's 2^e y (k, o), the scalar channels
-    buf.resize(static_cast<std::size_t>(Mo * O));
     for (std::int64_t oh = 0; oh < g.Ho; ++oh)
       for (std::int64_t t = 0; t < tiles; ++t) {
-        const std::int64_t outs = std::min<std::int64_t>(Mo, g.Wo - Mo * t);
+        const std::int64_t outs = g.Wo - Mo * t < Mo ? g.Wo - Mo * t : Mo;
         std::uint8_t* y = g.out + (oh * g.Wo + Mo * t) * O;
 #if QAT_INT8_X86
         for (std::int64_t o = 0; o < Ov; o += kOutLanes) {
@@ -435,8 +435,8 @@ void output_rows(const RowOutput& g) {
         }
 #endif
         if (Ov == O) continue;
-        tile_sums_scalar<ID>(g, tile(oh, t), Ov, buf.data(), O);
-        for (std::int64_t k = 0; k < outs; ++k) requant_scalar<ID>(buf.data() + k * O, g, Ov, y + k * O);
+        tile_sums_scalar<ID>(g, tile(oh, t), Ov, g.scratch, O);
+        for (std::int64_t k = 0; k < outs; ++k) requant_scalar<ID>(g.scratch + k * O, g, Ov, y + k * O);
       }
     return;
   }
@@ -465,10 +465,7 @@ void output_rows(const RowOutput& g) {
     }
 #endif
     if (Ov == O) continue;
-    thread_local std::vector<std::int32_t>
-        buf;  // both rows' 2^e y (row, column, o), the scalar channels
-    buf.resize(static_cast<std::size_t>(2 * W * O + O));
-    std::int32_t* ey = buf.data();
+    std::int32_t* ey = g.scratch;  // both rows' 2^e y (row, column, o), the scalar channels
     std::int32_t* best = ey + 2 * W * O;
     for (std::int64_t r = 0; r < 2; ++r)
       for (std::int64_t t = 0; t < tiles; ++t)
@@ -476,8 +473,7 @@ void output_rows(const RowOutput& g) {
     for (std::int64_t q = 0; q < Wq; ++q) {
       const std::int32_t* a = ey + 2 * q * O;
       const std::int32_t* b = a + W * O;
-      for (std::int64_t o = Ov; o < O; ++o)
-        best[o] = std::max(std::max(a[o], a[O + o]), std::max(b[o], b[O + o]));
+      for (std::int64_t o = Ov; o < O; ++o) best[o] = imax(imax(a[o], a[O + o]), imax(b[o], b[O + o]));
       requant_scalar<ID>(best, g, Ov, y + q * O);
     }
   }

@@ -65,7 +65,13 @@ struct RowOutput {
   std::int32_t zp;
   bool pool;
   std::uint8_t* out;
+  /// (2 tiles m + 1) O int32 (row_output_scratch) for the channels past the vectors' multiple
+  std::int32_t* scratch;
 };
+/// The int32 RowOutput::scratch holds for tiles of m outputs and O channels.
+inline std::int64_t row_output_scratch(std::int64_t tiles, std::int64_t m, std::int64_t O) {
+  return (2 * tiles * m + 1) * O;
+}
 void row_output(const RowTransform& tr, const RowOutput& o);
 
 }  // namespace qat::quant::int8::kernels
