@@ -870,7 +870,9 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
 // that must not matter; one channel more and the packing is refused.
 BOOST_AUTO_TEST_CASE(row_winograd_exact_at_its_bound) {
   std::mt19937 gen(5);
-  for (const auto& [m, k] : {std::pair<std::int64_t, std::int64_t>{4, 3}, {4, 5}, {5, 5}}) {
+  for (const auto& mk : {std::pair<std::int64_t, std::int64_t>{4, 3}, {4, 5}, {5, 5}}) {
+    const std::int64_t m = mk.first, k = mk.second;  // (not a structured binding: clang 14
+                                                     // cannot capture one in the lambda below)
     const std::int64_t C = k == 3 ? 1820 : 655, O = 3, Ho = 2, Wo = m + 1, K = C * k * k;
     const std::int64_t Hp = Ho + k - 1, W = Wo + k - 1, Wx = 2 * m + k - 1, P = Ho * Wo;
     std::vector<std::int8_t> w(O * K);

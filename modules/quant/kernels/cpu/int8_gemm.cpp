@@ -90,14 +90,14 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
           }
         }
         if (g.y32) {  // raw sums (GemmArgs::y32)
-          std::copy(acc, acc + kBlock, g.y32 + m * g.ldy + b * kBlock);
+          for (std::int64_t c = 0; c < kBlock; ++c) g.y32[m * g.ldy + b * kBlock + c] = acc[c];
           continue;
         }
         if (g.pool) {
           for (std::int64_t c = 0; c < kBlock; ++c)
-            best[c] = m % kPoolWindow == 0 ? acc[c] : std::max(best[c], acc[c]);
+            best[c] = m % kPoolWindow == 0 || acc[c] > best[c] ? acc[c] : best[c];
           if (m % kPoolWindow != kPoolWindow - 1) continue;
-          std::copy(best, best + kBlock, acc);
+          for (std::int64_t c = 0; c < kBlock; ++c) acc[c] = best[c];
         }
         std::uint8_t* y = g.y + (g.pool ? m / kPoolWindow : m) * g.ldy;
         for (std::int64_t c = 0; c < kBlock && b * kBlock + c < g.O; ++c) {
