@@ -186,15 +186,19 @@ std::int64_t row_winograd_tile(std::int64_t kw, std::int64_t Wo);
 std::optional<RowWinogradWeights> pack_row_winograd(const std::int8_t* w, std::int64_t O, std::int64_t C,
                                                     std::int64_t kh, std::int64_t kw, std::int64_t m);
 /// The convolution of n images x (n, Hp, Wx, C) uint8, channels-last, padded already (borders of
-/// zx; Wx >= m ceil(Wo / m) + kw - 1 columns, the ones past the image any byte): output row oh
-/// reads input rows oh sh + r dh, r < kh, columns ow .. ow + kw - 1.
+/// zx; Wx >= col0 + m ceil(Wo / m) + kw - 1 columns, the ones past the image any byte): output
+/// (oh, col0 + ow), ow < Wo, reads input rows oh sh + r dh, r < kh, columns col0 + ow ..
+/// col0 + ow + kw - 1.
 ///   y (n, Ho, Wo, O) = requant(sum (x - zx) w), exactly as gemm_u8s8_implicit;
 /// with `pool` a 2 x 2 max pool in the output stage instead, y (n, Ho / 2, Wo / 2, O) (needs every
-/// rq scale >= 0, as PooledRows). Threads over images; the same bytes at any thread count.
+/// rq scale >= 0, as PooledRows). A slice of a wider output (col0 > 0, even when pooled) lands at
+/// its columns of y rows of y_row pixels, y_image bytes per image (0: this slice's own sizes), so
+/// that two tables may share a row. Threads over images; the same bytes at any thread count.
 void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t Hp, std::int64_t Wx,
                             std::int64_t Ho, std::int64_t Wo, std::int64_t sh, std::int64_t dh,
                             std::int32_t zx, const RowWinogradWeights& w, const Requant& rq, bool pool,
-                            std::uint8_t* y);
+                            std::uint8_t* y, std::int64_t col0 = 0, std::int64_t y_row = 0,
+                            std::int64_t y_image = 0);
 
 /// y (M, O), rows ldy apart = requant(x (M, K), rows ldx apart, . w^T - zx rowsum(w)), x
 /// uint8 with zero point zx. Blocked GEMM on the packed weights with the

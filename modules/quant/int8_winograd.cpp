@@ -118,7 +118,8 @@ std::optional<RowWinogradWeights> pack_row_winograd(const std::int8_t* w, std::i
 void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t Hp, std::int64_t Wx,
                             std::int64_t Ho, std::int64_t Wo, std::int64_t sh, std::int64_t dh,
                             std::int32_t zx, const RowWinogradWeights& w, const Requant& rq, bool pool,
-                            std::uint8_t* y) {
+                            std::uint8_t* y, std::int64_t col0, std::int64_t y_row,
+                            std::int64_t y_image) {
   using namespace kernels;
   const char* fn = "int8::conv_u8s8_row_winograd";
   QAT_REQUIRE(w.usable(), fn, "the weights were packed for another CPU path (",
@@ -127,8 +128,10 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
   QAT_REQUIRE(tr != nullptr && Ho > 0 && Wo > 0 && sh > 0 && dh > 0, fn,
               "needs Ho, Wo, sh, dh > 0, got ", Ho, ", ", Wo, ", ", sh, ", ", dh);
   const std::int64_t C = w.C, kh = w.kh, O = w.O, m = w.m, tiles = (Wo + m - 1) / m;
-  QAT_REQUIRE(Wx >= m * tiles + w.kw - 1, fn, "rows of ", Wx, " columns are too short for ", tiles,
-              " tiles of ", m, " outputs (", m * tiles + w.kw - 1, " needed)");
+  QAT_REQUIRE(col0 >= 0 && Wx >= col0 + m * tiles + w.kw - 1, fn, "rows of ", Wx,
+              " columns are too short for ", tiles, " tiles of ", m, " outputs from column ", col0, " (",
+              col0 + m * tiles + w.kw - 1, " needed)");
+  QAT_REQUIRE(!pool || col0 % 2 == 0, fn, "a pooled slice must start at an even column, got ", col0);
   QAT_REQUIRE(Hp >= (Ho - 1) * sh + (kh - 1) * dh + 1, fn, Ho, " output rows need ",
               (Ho - 1) * sh + (kh - 1) * dh + 1, " input rows, got ", Hp);
   if (pool)
@@ -137,7 +140,8 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
   if (n <= 0 || (pool && (Ho < 2 || Wo < 2))) return;
   const std::int64_t Cp = (C + 1) / 2 * 2, blocks = (O + kBlock - 1) / kBlock, Op = blocks * kBlock;
   const std::int64_t vimg = Hp * tiles * Cp, rows = Ho * tiles;  // V and GEMM rows per image
-  const std::int64_t P = pool ? (Ho / 2) * (Wo / 2) : Ho * Wo;
+  const std::int64_t row_px = y_row > 0 ? y_row : pool ? Wo / 2 : Wo;  // y's pixels per output row
+  const std::int64_t y_img = y_image > 0 ? y_image : (pool ? Ho / 2 : Ho) * row_px * O;
   // images per GEMM: their V and M within ~256 KiB (L2), more rows per call than one image's
   const std::int64_t per_image = tr->n * (vimg * 2 + rows * Op * 4);
   const std::int64_t batch = std::clamp<std::int64_t>((std::int64_t{1} << 18) / per_image, 1, 8);
@@ -178,6 +182,7 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
                       Wo,
                       tiles,
                       O,
+                      row_px,
                       acc0.data(),
                       scale.data(),
                       bias.data(),
@@ -204,7 +209,8 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
     for (std::int64_t grp = g0; grp < g1; ++grp) {
       const std::int64_t i0 = grp * batch, nb = std::min(batch, n - i0);
       for (std::int64_t i = 0; i < nb; ++i)
-        row_input(*tr, x + (i0 + i) * Hp * Wx * C, Hp, Wx * C, C, tiles, v.data() + i * vimg, vplane);
+        row_input(*tr, x + (i0 + i) * Hp * Wx * C + col0 * C, Hp, Wx * C, C, tiles, v.data() + i * vimg,
+                  vplane);
       for (int xi = 0; xi < tr->n; ++xi) {
         g.x = reinterpret_cast<const std::uint8_t*>(v.data() + xi * vplane);
         g.w = w.points[xi].data.data();
@@ -214,7 +220,7 @@ void conv_u8s8_row_winograd(const std::uint8_t* x, std::int64_t n, std::int64_t 
       }
       for (std::int64_t i = 0; i < nb; ++i) {
         go.m = mv.data() + i * rows * Op;
-        go.out = y + (i0 + i) * P * O;
+        go.out = y + (i0 + i) * y_img + (pool ? col0 / 2 : col0) * O;
         row_output(*tr, go);
       }
     }

@@ -125,6 +125,13 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   const std::int64_t wm = G == 1 && sw == 1 && dw == 1 && C >= 8 ? int8::row_winograd_tile(kw, Wo) : 0;
   const Prepared* wst = wm > 0 ? &prepared(1, KOrder::RowWinograd, wm, false) : nullptr;
   const bool wino = wst != nullptr && wst->row.has_value();
+  // F(5, 5)'s last tile partly used (14 outputs: 5 + 5 + 4): the row's rest by F(4, 5) instead,
+  // one point fewer (8 multiplies, not 9); pooled: from an even column
+  const std::int64_t wcols =
+      wino && wm == 5 && Wo % 5 != 0 && Wo > 5 && (!pool || Wo / 5 % 2 == 0) ? Wo / 5 * 5 : Wo;
+  const Prepared* wrest = wcols < Wo ? &prepared(1, KOrder::RowWinograd, 4, false) : nullptr;
+  const bool split = wrest != nullptr && wrest->row.has_value();
+  const std::int64_t wmain = split ? wcols : Wo;  // the outputs of the first table
   const bool runs = dw == 1 && G == 1;  // a kernel row is kw C contiguous elements
   // an input (and border, the input zero point) in [0, 127] but for a few: int8 quads through
   // vpmaddubsw where that is faster, read from a copy clamped to 127 (xnarrow) when some are
@@ -152,7 +159,9 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   const std::int64_t eb = wino ? 1 : int8::activation_bytes(narrow);
   // (the row Winograd's tiles of wm outputs read up to wm ceil(Wo / wm) + kw - 1 columns)
   const std::int64_t Hp = H + 2 * ph,
-                     Wp = wino ? std::max(W + 2 * pw, (Wo + wm - 1) / wm * wm + kw - 1) : W + 2 * pw,
+                     Wp = wino ? std::max({W + 2 * pw, (wmain + wm - 1) / wm * wm + kw - 1,
+                                           split ? Wo + 3 + kw - 1 : 0})
+                               : W + 2 * pw,
                      img = Hp * Wp * C;
   // what the GEMM reads per image: the padded image, or its tall windows (+ 8: the last run's
   // 8-byte copies spill into it)
@@ -237,9 +246,14 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
     if (eb == 2) int8::kernels::widen_u8_u16(a8 + nc * aimg, 32, xwide.data() + nc * aimg);
     if (clamp) clamp127(a8 + nc * aimg, 64, xnarrow.data() + nc * aimg);
     std::uint8_t* yc = out_nhwc_ ? py + n0 * P * O : yt.data();  // (nc P, O) rows
-    if (wino)
-      int8::conv_u8s8_row_winograd(xpad.data(), nc, Hp, Wp, Ho, Wo, sh, dh, zx, *st.row, st.requant,
-                                   pool, yc);
+    if (wino) {
+      const std::int64_t y_row = pool ? Wo / 2 : Wo;
+      int8::conv_u8s8_row_winograd(xpad.data(), nc, Hp, Wp, Ho, wmain, sh, dh, zx, *st.row, st.requant,
+                                   pool, yc, 0, y_row, P * O);
+      if (split)
+        int8::conv_u8s8_row_winograd(xpad.data(), nc, Hp, Wp, Ho, Wo - wmain, sh, dh, zx, *wrest->row,
+                                     st.requant, pool, yc, wmain, y_row, P * O);
+    }
     for (std::int64_t g = 0; g < G && !wino; ++g) {
       int8::Requant rq = st.requant;
       rq.scale = st.scales.data() + g * Og;

@@ -217,7 +217,8 @@ std::vector<T> QuantizedWeightLayer::hwc_columns(const T* src, std::int64_t rows
 
 const QuantizedWeightLayer::Prepared& QuantizedWeightLayer::prepared(std::int64_t groups, KOrder order,
                                                                      std::int64_t pieces, bool narrow) {
-  std::shared_ptr<const Prepared>& cached = prepared_[order == KOrder::RowWinograd ? 2 : narrow];
+  std::shared_ptr<const Prepared>& cached =
+      prepared_[order == KOrder::RowWinograd ? (pieces == 5 ? 3 : 2) : narrow];
   const std::int32_t settings[] = {static_cast<std::int32_t>(int8::kernels::pack_format(narrow)),
                                    static_cast<std::int32_t>(int8::kernels::pack_format(false)),
                                    static_cast<std::int32_t>(int8::kernels::sched_group()),

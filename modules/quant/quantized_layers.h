@@ -102,7 +102,7 @@ class QuantizedWeightLayer : public nn::Module {
   Tensor weight_, weight_scale_, bias_, input_scale_, input_zero_point_, scale_, zero_point_,
       output_range_;
   bool fused_relu_;
-  std::shared_ptr<const Prepared> prepared_[3];  // [narrow], [2]: KOrder::RowWinograd
+  std::shared_ptr<const Prepared> prepared_[4];  // [narrow]; KOrder::RowWinograd: [2] m 4, [3] m 5
 };
 
 class QuantizedLinear : public QuantizedWeightLayer {

@@ -712,7 +712,11 @@ BOOST_AUTO_TEST_CASE(conv_layer_matches_reference_im2col) {
       // kernel of 3 x 5, 3 outputs to a row (one partial tile)
       {2, 9, 10, 13, 19, 5, 1, {.stride = {2, 1}, .padding = {2, 1}, .dilation = {2, 1}}, true},
       {2, 8, 7, 6, 21, 3, 1, {.padding = {0, 1}}, false, 5},
-      {1, 33, 6, 5, 8, 3, 1, {}, true}};
+      {1, 33, 6, 5, 8, 3, 1, {}, true},
+      // rows of F(5, 5) tiles and an F(4, 5) one for the rest: 24 outputs (pooled too, from
+      // column 20), 9 (plain only: its pooled rest would start at an odd column)
+      {2, 8, 6, 24, 10, 5, 1, {.padding = {2, 2}}, true},
+      {2, 8, 7, 13, 5, 5, 1, {}, false}};
   std::mt19937 gen(11);
   for (const Case& cs : cases) {
     const std::int64_t kh = cs.k, kw = cs.kw ? cs.kw : cs.k, Cg = cs.C / cs.groups, K = Cg * kh * kw;

@@ -72,7 +72,7 @@ void GemmRangeImpl(const GemmArgs& g, std::int64_t r0, std::int64_t r1, std::int
     const std::int64_t rows = r1 - r < kRowBlock ? r1 - r : kRowBlock;
     if (!g.row_off) fill_rows<PackFormat::Quads>(g, r, rows, rows, s);
     for (std::int64_t b = b0; b < b1; ++b) {
-      std::int32_t best[kBlock];  // with g.pool: the max over the window's rows so far
+      std::int32_t best[kBlock] = {};  // with g.pool: the max over the window's rows so far
       for (std::int64_t i = 0; i < rows; ++i) {
         std::int32_t acc[kBlock];
         for (std::int64_t c = 0; c < kBlock; ++c) acc[c] = g.acc0[b * kBlock + c];

@@ -425,7 +425,7 @@ void output_rows(const RowOutput& g) {
     for (std::int64_t oh = 0; oh < g.Ho; ++oh)
       for (std::int64_t t = 0; t < tiles; ++t) {
         const std::int64_t outs = g.Wo - Mo * t < Mo ? g.Wo - Mo * t : Mo;
-        std::uint8_t* y = g.out + (oh * g.Wo + Mo * t) * O;
+        std::uint8_t* y = g.out + (oh * g.ld_out + Mo * t) * O;
 #if QAT_INT8_X86
         for (std::int64_t o = 0; o < Ov; o += kOutLanes) {
           const V256 acc0 = _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o));
@@ -444,7 +444,7 @@ void output_rows(const RowOutput& g) {
   // acc0), then y + acc0 requantized once; windows may straddle tiles (m = 5)
   const std::int64_t Hq = g.Ho / 2, Wq = g.Wo / 2;
   for (std::int64_t qh = 0; qh < Hq; ++qh) {
-    std::uint8_t* y = g.out + qh * Wq * O;
+    std::uint8_t* y = g.out + qh * g.ld_out * O;
 #if QAT_INT8_X86
     for (std::int64_t o = 0; o < Ov; o += kOutLanes) {
       const V256 acc0 = _mm256_loadu_si256(reinterpret_cast<const V256*>(g.acc0 + o));

@@ -53,12 +53,14 @@ void row_input(const RowTransform& tr, const std::uint8_t* x, std::int64_t rows,
 
 /// The output stage of one image: from the n GEMM results M_xi (xi * mplane + (oh tiles + t) ldm
 /// int32, O channels), 2^e y = S q^-1, acc = (2^e y >> e) + acc0[o], then
-/// requantized (int8::requantize's float32 operations) into out (uint8, (Ho, Wo, O) rows, O apart),
-/// or with `pool` the max over each 2 x 2 window of acc requantized into (Ho / 2, Wo / 2, O).
+/// requantized (int8::requantize's float32 operations) into out (uint8, Ho rows of ld_out pixels of
+/// O channels, the first Wo of each written), or with `pool` the max over each 2 x 2 window of acc
+/// requantized into Ho / 2 rows of ld_out pixels, Wo / 2 written.
 struct RowOutput {
   const std::int32_t* m;
   std::int64_t mplane, ldm;
   std::int64_t Ho, Wo, tiles, O;
+  std::int64_t ld_out;  ///< pixels per row of out (>= Wo, or Wo / 2 pooled)
   const std::int32_t* acc0;
   const float *scale, *bias;
   float inv_scale, lo, hi;  ///< lo, hi: the clamp range minus the zero point
