@@ -119,7 +119,6 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   const std::uint8_t* px = x.data<std::uint8_t>();
   // Winograd's minimal filtering along the rows (int8::conv_u8s8_row_winograd) where the path
   // multiplies int16 pairs, for 3 or 5 taps at stride and dilation 1 along the rows, and the
-  // weights' bound allows: the same bytes, fewer multiplies
   // weights' bound allows: the same bytes, fewer multiplies (from 8 channels: below, the
   // transforms cost more than they save, conv1 of the demo CNN (1 channel) 2.1x slower)
   const std::int64_t wm = G == 1 && sw == 1 && dw == 1 && C >= 8 ? int8::row_winograd_tile(kw, Wo) : 0;
@@ -157,7 +156,8 @@ Tensor QuantizedConv2d::run(const Tensor& x, bool pool) {
   Tensor y = Tensor::empty(out_nhwc_ ? Shape{N, Hq, Wq, O} : Shape{N, O, Hq, Wq}, DType::UInt8);
   std::uint8_t* py = y.data<std::uint8_t>();
   const std::int64_t eb = wino ? 1 : int8::activation_bytes(narrow);
-  // (the row Winograd's tiles of wm outputs read up to wm ceil(Wo / wm) + kw - 1 columns)
+  // (the row Winograd's tiles of wm outputs read up to wm ceil(wmain / wm) + kw - 1 columns, the
+  // F(4, 5) rest up to Wo + 3 + kw - 1)
   const std::int64_t Hp = H + 2 * ph,
                      Wp = wino ? std::max({W + 2 * pw, (wmain + wm - 1) / wm * wm + kw - 1,
                                            split ? Wo + 3 + kw - 1 : 0})
