@@ -219,33 +219,49 @@ HWY_INLINE void requant_scalar(const std::int32_t* ey, const RowOutput& g, std::
 using V256 = __m256i;
 constexpr std::int64_t kOutLanes = 8;
 
+// int16 (the input transform) or int32 (the output transform) lanes: the operations times uses
+template <int Bits>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  static HWY_INLINE V256 shl(V256 x, int k) { return _mm256_slli_epi16(x, k); }
+  static HWY_INLINE V256 add(V256 a, V256 b) { return _mm256_add_epi16(a, b); }
+  static HWY_INLINE V256 sub(V256 a, V256 b) { return _mm256_sub_epi16(a, b); }
+  static HWY_INLINE V256 mul(V256 x, int b) {
+    return _mm256_mullo_epi16(x, _mm256_set1_epi16(static_cast<short>(b)));
+  }
+};
+template <>
+struct Lanes<32> {
+  static HWY_INLINE V256 shl(V256 x, int k) { return _mm256_slli_epi32(x, k); }
+  static HWY_INLINE V256 add(V256 a, V256 b) { return _mm256_add_epi32(a, b); }
+  static HWY_INLINE V256 sub(V256 a, V256 b) { return _mm256_sub_epi32(a, b); }
+  static HWY_INLINE V256 mul(V256 x, int b) { return _mm256_mullo_epi32(x, _mm256_set1_epi32(b)); }
+};
+
 // b x, b a compile-time integer > 0: a shift for 2^k, a shift and an add for 2^k +- 1, else a
 // multiply
-template <int b>
-HWY_INLINE V256 times16(V256 x) {
+template <int Bits, int b>
+HWY_INLINE V256 times(V256 x) {
+  using L = Lanes<Bits>;
   if constexpr (b == 1)
     return x;
   else if constexpr ((b & (b - 1)) == 0)
-    return _mm256_slli_epi16(x, __builtin_ctz(b));
+    return L::shl(x, __builtin_ctz(b));
   else if constexpr (((b - 1) & (b - 2)) == 0)  // 2^k + 1
-    return _mm256_add_epi16(_mm256_slli_epi16(x, __builtin_ctz(b - 1)), x);
+    return L::add(L::shl(x, __builtin_ctz(b - 1)), x);
   else if constexpr (((b + 1) & b) == 0)  // 2^k - 1
-    return _mm256_sub_epi16(_mm256_slli_epi16(x, __builtin_ctz(b + 1)), x);
+    return L::sub(L::shl(x, __builtin_ctz(b + 1)), x);
   else
-    return _mm256_mullo_epi16(x, _mm256_set1_epi16(b));
+    return L::mul(x, b);
+}
+template <int b>
+HWY_INLINE V256 times16(V256 x) {
+  return times<16, b>(x);
 }
 template <int b>
 HWY_INLINE V256 times32(V256 x) {
-  if constexpr (b == 1)
-    return x;
-  else if constexpr ((b & (b - 1)) == 0)
-    return _mm256_slli_epi32(x, __builtin_ctz(b));
-  else if constexpr (((b - 1) & (b - 2)) == 0)  // 2^k + 1
-    return _mm256_add_epi32(_mm256_slli_epi32(x, __builtin_ctz(b - 1)), x);
-  else if constexpr (((b + 1) & b) == 0)  // 2^k - 1
-    return _mm256_sub_epi32(_mm256_slli_epi32(x, __builtin_ctz(b + 1)), x);
-  else
-    return _mm256_mullo_epi32(x, _mm256_set1_epi32(b));
+  return times<32, b>(x);
 }
 
 // acc + sum over the s of parity `par` (0 even, 1 odd, 2 every s) of B[xi][s] d[s]
